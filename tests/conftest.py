@@ -1,0 +1,1 @@
+"""Shared fixtures for the unit and in-process tests."""
