@@ -1,0 +1,62 @@
+"""Process-wide state behind the compat surface, set by the runtime (never by user code).
+
+The Cloudflare surface has a few module-level globals that, on Cloudflare, come from the isolate:
+``Date.now()`` (the clock), ``workers.env`` and ``workers.waitUntil``. doemu keeps what backs them
+here so the runtime can route them without the user-facing modules growing extra public names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..clock import Clock, SystemClock
+
+__all__ = ["get_clock", "get_env", "get_wait_until", "set_clock", "set_env", "set_wait_until"]
+
+_UNSET: Any = object()
+
+_clock: Clock = SystemClock()
+_env: Any = _UNSET
+_wait_until: Callable[[Awaitable[Any]], None] | None = None
+
+
+def set_clock(clock: Clock | None) -> None:
+    """Route ``js.Date.now()`` to ``clock`` (``None`` restores the system clock)."""
+    global _clock
+    _clock = clock if clock is not None else SystemClock()
+
+
+def get_clock() -> Clock:
+    return _clock
+
+
+def set_env(env: Any) -> None:
+    """What ``from workers import env`` forwards to (``None`` unsets it)."""
+    global _env
+    _env = _UNSET if env is None else env
+
+
+def get_env() -> Any:
+    """The current global env, or raise ``AttributeError`` when no runtime has set one."""
+    if _env is _UNSET:
+        raise AttributeError(
+            "workers.env is not available: no doemu runtime has loaded this worker "
+            "(doemu.compat.set_env was never called)"
+        )
+    return _env
+
+
+def set_wait_until(fn: Callable[[Awaitable[Any]], None] | None) -> None:
+    """What ``workers.waitUntil(awaitable)`` calls (``None`` unsets it)."""
+    global _wait_until
+    _wait_until = fn
+
+
+def get_wait_until() -> Callable[[Awaitable[Any]], None]:
+    if _wait_until is None:
+        raise RuntimeError(
+            "workers.waitUntil is not available: no doemu runtime has loaded this worker "
+            "(doemu.compat.set_wait_until was never called)"
+        )
+    return _wait_until

@@ -1,0 +1,68 @@
+"""``ctx``: the ``DurableObjectState`` each object receives as its constructor's first argument.
+
+It is a thin, per-activation view onto the object's :class:`~doemu.host.ObjectHost`. A new ``ctx``
+is built for every activation, so code holding a ``ctx`` from before an eviction or reset cannot
+reach the new instance's storage by accident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .ids import DurableObjectId
+
+if TYPE_CHECKING:
+    from .host import ObjectHost
+    from .storage import ObjectStorage
+
+__all__ = ["DurableObjectState"]
+
+
+class DurableObjectState:
+    """Cloudflare's ``DurableObjectState`` (camelCase, exactly as on Cloudflare)."""
+
+    __slots__ = ("_host", "id", "storage")
+
+    def __init__(self, host: ObjectHost, storage: ObjectStorage) -> None:
+        self._host = host
+        self.id: DurableObjectId = host.id
+        self.storage = storage
+
+    # -- concurrency and lifetime ---------------------------------------------------------------
+    def waitUntil(self, awaitable: Awaitable[Any]) -> None:
+        """Keep the object alive until ``awaitable`` settles (errors are logged, not raised)."""
+        self._host.wait_until(awaitable)
+
+    def blockConcurrencyWhile(self, fn: Callable[[], Any]) -> Awaitable[Any]:
+        """Run ``fn`` while no other event is delivered to this object (30 s limit, then reset)."""
+        return self._host.block_concurrency_while(fn)
+
+    def abort(self, reason: str | None = None) -> NoReturn:
+        """Reset the object: uncommitted writes are dropped and in-flight callers get ``reason``."""
+        self._host.abort(reason)
+
+    # -- hibernatable WebSockets ----------------------------------------------------------------
+    def acceptWebSocket(self, ws: Any, tags: Iterable[str] | None = None) -> None:
+        self._host.sockets.accept(ws, tags)
+
+    def getWebSockets(self, tag: str | None = None) -> list[Any]:
+        return self._host.sockets.get(tag)
+
+    def getTags(self, ws: Any) -> list[str]:
+        return self._host.sockets.tags_of(ws)
+
+    def setWebSocketAutoResponse(self, pair: Any = None) -> None:
+        self._host.sockets.set_auto_response(pair)
+
+    def getWebSocketAutoResponse(self) -> Any:
+        return self._host.sockets.auto_response
+
+    def getWebSocketAutoResponseTimestamp(self, ws: Any) -> float | None:
+        return self._host.sockets.auto_response_timestamp(ws)
+
+    def setHibernatableWebSocketEventTimeout(self, ms: int | None = None) -> None:
+        self._host.sockets.event_timeout_ms = ms
+
+    def getHibernatableWebSocketEventTimeout(self) -> int | None:
+        return self._host.sockets.event_timeout_ms

@@ -1,0 +1,152 @@
+"""Idle eviction and the live-object cap.
+
+An object with nothing in flight is evicted after an idle window drawn uniformly from the
+configured range (Cloudflare evicts after 70–140 s of inactivity; a single value fixes it).
+Rather than one timer per object, the manager keeps a heap with at most one entry per idle object
+and one clock timer for the earliest deadline: a request never cancels or re-arms a timer, it
+only marks its object busy; the entry is checked (and re-queued if the object was used again)
+when it comes due.
+
+The cap on live objects bounds open file descriptors (each live object holds its SQLite file, WAL
+and shared-memory file): activating one more than the cap evicts the least recently used idle
+object first.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import itertools
+import logging
+import random
+import resource
+from typing import TYPE_CHECKING
+
+from .clock import Clock, TimerHandle
+
+if TYPE_CHECKING:
+    from .host import ObjectHost
+
+__all__ = ["EvictionManager", "default_live_cap"]
+
+_log = logging.getLogger("doemu.eviction")
+
+#: File descriptors a live object may hold: the database, its WAL and its shared-memory index.
+FDS_PER_OBJECT = 3
+#: Descriptors kept free for sockets, the metadata tables and everything else.
+FD_RESERVE = 1024
+
+
+def default_live_cap() -> int:
+    """How many objects may be live at once given this process's descriptor limit."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 10_000
+    return max(64, (soft - FD_RESERVE) // (FDS_PER_OBJECT + 1))
+
+
+class EvictionManager:
+    """Decides when live objects are dropped from memory."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        idle_timeout: tuple[float, float],
+        *,
+        max_live: int | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        low, high = idle_timeout
+        if low <= 0 or high < low:
+            raise ValueError(f"idle timeout range must be 0 < low <= high, got {idle_timeout}")
+        self._clock = clock
+        self._range_ms = (low * 1000.0, high * 1000.0)
+        self._rng = rng or random.Random()
+        self.max_live = max_live if max_live is not None else default_live_cap()
+        self._live: collections.OrderedDict[ObjectHost, None] = collections.OrderedDict()
+        self._heap: list[tuple[float, int, ObjectHost]] = []
+        self._seq = itertools.count()
+        self._timer: TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._closed = False
+
+    @property
+    def live_count(self) -> int:
+        return len(self._live)
+
+    def live_hosts(self) -> list[ObjectHost]:
+        return list(self._live)
+
+    def draw_window_ms(self) -> float:
+        low, high = self._range_ms
+        return low if low == high else self._rng.uniform(low, high)
+
+    # -- notifications from hosts -------------------------------------------------------------
+    def activated(self, host: ObjectHost) -> None:
+        self._live[host] = None
+        self._live.move_to_end(host)
+        if len(self._live) > self.max_live:
+            self._evict_lru(exclude=host)
+
+    def deactivated(self, host: ObjectHost) -> None:
+        self._live.pop(host, None)
+        host.idle_deadline = None
+
+    def idle(self, host: ObjectHost) -> None:
+        """``host`` has nothing in flight any more: start its idle window."""
+        if not host.live:
+            return
+        if host in self._live:
+            self._live.move_to_end(host)
+        deadline = self._clock.now() + self.draw_window_ms()
+        host.idle_deadline = deadline
+        if not host.in_idle_heap:
+            host.in_idle_heap = True
+            heapq.heappush(self._heap, (deadline, next(self._seq), host))
+            if self._timer_at is None or deadline < self._timer_at:
+                self._arm(deadline)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _evict_lru(self, exclude: ObjectHost) -> None:
+        for candidate in list(self._live):
+            if len(self._live) <= self.max_live:
+                return
+            if candidate is exclude or candidate.busy:
+                continue
+            _log.debug("live cap %d reached: evicting %s", self.max_live, candidate.hex_id)
+            candidate.evict_now()
+
+    def _arm(self, when: float) -> None:
+        if self._closed:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self._clock.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self._clock.now()
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, _, host = heapq.heappop(heap)
+            host.in_idle_heap = False
+            deadline = host.idle_deadline
+            if not host.live or deadline is None:
+                continue
+            if host.busy:
+                continue  # re-queued by idle() when it finishes
+            if deadline > now:
+                host.in_idle_heap = True
+                heapq.heappush(heap, (deadline, next(self._seq), host))
+                continue
+            host.evict_now()
+        if heap:
+            self._arm(heap[0][0])
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None

@@ -1,0 +1,105 @@
+"""Server-held WebSockets: what lets an object hibernate while its sockets stay connected.
+
+``ctx.acceptWebSocket(ws, tags)`` hands a socket to the runtime rather than to the instance: the
+registry lives on the :class:`~doemu.host.ObjectHost`, which outlives every activation, so after
+an eviction the socket, its tags and its attachment are still here and the next message simply
+re-runs the constructor and calls ``webSocketMessage``. Sockets accepted the non-hibernatable way
+(``ws.accept()``) pin the object in memory instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .errors import WebSocketError
+
+if TYPE_CHECKING:
+    from .host import ObjectHost
+
+__all__ = ["MAX_TAGS", "MAX_TAG_LENGTH", "SocketRegistry"]
+
+MAX_TAGS = 10
+MAX_TAG_LENGTH = 256
+
+
+class SocketRegistry:
+    """The hibernatable sockets of one object, with their tags and the auto-response pair."""
+
+    def __init__(self, host: ObjectHost) -> None:
+        self._host = host
+        self._tags: dict[Any, tuple[str, ...]] = {}
+        self._pinned: set[Any] = set()
+        self.auto_response: Any = None
+        self._auto_timestamps: dict[Any, float] = {}
+        self.event_timeout_ms: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._tags)
+
+    @property
+    def pinning(self) -> bool:
+        """True while a non-hibernatable socket keeps the object in memory."""
+        return bool(self._pinned)
+
+    def pin(self, ws: Any) -> None:
+        self._pinned.add(ws)
+
+    def unpin(self, ws: Any) -> None:
+        self._pinned.discard(ws)
+
+    def accept(self, ws: Any, tags: Iterable[str] | None) -> None:
+        if ws in self._tags:
+            raise WebSocketError("Can't accept() WebSocket that was already accepted.")
+        tag_list = tuple(tags) if tags is not None else ()
+        if len(tag_list) > MAX_TAGS:
+            raise WebSocketError(f"A WebSocket can have a maximum of {MAX_TAGS} tags.")
+        for tag in tag_list:
+            if not isinstance(tag, str):
+                raise WebSocketError(f"WebSocket tags must be strings, got {type(tag).__name__}.")
+            if len(tag) > MAX_TAG_LENGTH:
+                raise WebSocketError(
+                    f"A WebSocket tag can be at most {MAX_TAG_LENGTH} characters long."
+                )
+        if len(set(tag_list)) != len(tag_list):
+            raise WebSocketError("A WebSocket cannot have duplicate tags.")
+        bind = getattr(ws, "_bind_host", None)
+        if bind is None:
+            raise WebSocketError(
+                "acceptWebSocket() expects the server end of a WebSocketPair, "
+                f"got {type(ws).__name__}"
+            )
+        bind(self._host)  # validates like workerd, then routes sends through the output gate
+        self._tags[ws] = tag_list
+        host = self._host
+        ws._sink = lambda message: host.deliver_socket_message(ws, message)
+        ws._close_sink = lambda code, reason, clean=True: host.deliver_socket_close(
+            ws, code, reason, clean
+        )
+        ws._error_sink = lambda error: host.deliver_socket_error(ws, error)
+
+    def get(self, tag: str | None = None) -> list[Any]:
+        if tag is None:
+            return list(self._tags)
+        return [ws for ws, tags in self._tags.items() if tag in tags]
+
+    def tags_of(self, ws: Any) -> list[str]:
+        if ws not in self._tags:
+            raise WebSocketError(
+                "getTags() requires a WebSocket accepted by ctx.acceptWebSocket()."
+            )
+        return list(self._tags[ws])
+
+    def remove(self, ws: Any) -> None:
+        self._tags.pop(ws, None)
+        self._auto_timestamps.pop(ws, None)
+        self._pinned.discard(ws)
+
+    def set_auto_response(self, pair: Any) -> None:
+        self.auto_response = pair
+
+    def auto_response_timestamp(self, ws: Any) -> float | None:
+        return self._auto_timestamps.get(ws)
+
+    def note_auto_response(self, ws: Any, at_ms: float) -> None:
+        self._auto_timestamps[ws] = at_ms

@@ -1,0 +1,448 @@
+"""``ObjectHost``: one Durable Object's life — activation, event delivery, gates, reset.
+
+The host is the only place that knows whether an object is live. Every event (fetch, RPC call,
+alarm, WebSocket message/close/error) goes through :meth:`ObjectHost.call`, which
+
+1. constructs the instance lazily (``Cls(ctx, env)``) on a fresh storage connection,
+2. waits while a ``blockConcurrencyWhile`` callback runs,
+3. runs the handler as its own task (so a reset can cancel it and tell the caller why), and
+4. commits the turn's writes before the result leaves the object (the output gate).
+
+Events interleave only at real awaits: storage calls never yield, so a read-modify-write over
+storage between two awaits is atomic, which is the guarantee workerd's input gate gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from .alarms import MAX_ALARM_RETRIES, AlarmInfo, retry_delay_ms
+from .clock import TimerHandle
+from .compat import call_relaxed
+from .context import DurableObjectState
+from .errors import BlockConcurrencyTimeoutError, ObjectResetError
+from .hibernation import SocketRegistry
+from .ids import DurableObjectId
+from .storage import ObjectStorage
+
+if TYPE_CHECKING:
+    from .runtime import Namespace
+
+__all__ = [
+    "BLOCK_CONCURRENCY_TIMEOUT_MESSAGE",
+    "BLOCK_CONCURRENCY_TIMEOUT_MS",
+    "Lifecycle",
+    "ObjectHost",
+    "current_host",
+]
+
+T = TypeVar("T")
+
+_log = logging.getLogger("doemu.host")
+
+BLOCK_CONCURRENCY_TIMEOUT_MS = 30_000
+BLOCK_CONCURRENCY_TIMEOUT_MESSAGE = (
+    "A call to blockConcurrencyWhile() in a Durable Object waited for too long. "
+    "The call was canceled and the Durable Object was reset."
+)
+_DEFAULT_ABORT_REASON = "Durable Object was aborted by ctx.abort()."
+
+#: The host whose event is running in the current task (used by stubs for the output gate).
+current_host: ContextVar[ObjectHost | None] = ContextVar("doemu_current_host", default=None)
+
+
+class Lifecycle(enum.Enum):
+    """An object's lifecycle: evicted (no instance) → constructing → active → evicted."""
+
+    EVICTED = "evicted"
+    CONSTRUCTING = "constructing"
+    ACTIVE = "active"
+
+
+class ObjectHost:
+    """Owns one object: its instance, storage connection, in-flight events and sockets."""
+
+    def __init__(self, namespace: Namespace, object_id: DurableObjectId) -> None:
+        self.namespace = namespace
+        self.runtime = namespace.runtime
+        self.id = object_id
+        self.hex_id = str(object_id)
+        self.state = Lifecycle.EVICTED
+        self.instance: Any = None
+        self.storage: ObjectStorage | None = None
+        self.ctx: DurableObjectState | None = None
+        self.generation = 0
+        self.inflight = 0
+        self.last_activity = self.runtime.clock.now()
+        self.sockets = SocketRegistry(self)
+        self._events: set[asyncio.Task[Any]] = set()
+        self._wait_until: set[asyncio.Task[Any]] = set()
+        self._blockers: list[asyncio.Task[Any]] = []
+        self._reset_reason: dict[asyncio.Task[Any], ObjectResetError] = {}
+        self.last_reset: ObjectResetError | None = None
+        # Eviction bookkeeping (owned by doemu.eviction).
+        self.idle_deadline: float | None = None
+        self.in_idle_heap = False
+
+    # -- introspection ----------------------------------------------------------------------
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace.unique_key, self.hex_id)
+
+    @property
+    def live(self) -> bool:
+        return self.state is not Lifecycle.EVICTED
+
+    @property
+    def busy(self) -> bool:
+        """True while something keeps the object in memory (an event, waitUntil, a bCW)."""
+        return bool(self.inflight or self._wait_until or self._blockers or self.sockets.pinning)
+
+    # -- activation -------------------------------------------------------------------------
+    def _activate(self) -> None:
+        ns = self.namespace
+        cls = ns.cls
+        storage = ObjectStorage(
+            ns.object_path(self.hex_id),
+            clock=self.runtime.clock,
+            sql_enabled=ns.sql_enabled,
+            limits=self.runtime.limits,
+            has_alarm_handler=callable(getattr(cls, "alarm", None)),
+            on_alarm_commit=self._on_alarm_commit,
+        )
+        stored_name = storage.get_meta("name")
+        if self.id.name is None and isinstance(stored_name, str):
+            self.id.name = stored_name
+        elif self.id.name is not None and stored_name != self.id.name:
+            storage.set_meta("name", self.id.name)
+            storage.commit()
+        self.storage = storage
+        self.ctx = DurableObjectState(self, storage)
+        self.state = Lifecycle.CONSTRUCTING
+        token = current_host.set(self)
+        try:
+            self.instance = cls(self.ctx, ns.runtime.env)
+        except BaseException:
+            self._teardown(commit=False)
+            raise
+        finally:
+            current_host.reset(token)
+        self.state = Lifecycle.ACTIVE
+        self.runtime.eviction.activated(self)
+        self.runtime.events.emit(
+            "constructed", binding=ns.binding, id=self.hex_id, name=self.id.name
+        )
+
+    async def _ready(self) -> None:
+        """Activate if needed and wait until no blockConcurrencyWhile callback is running."""
+        while True:
+            if self.state is Lifecycle.EVICTED:
+                self._activate()
+            if not self._blockers:
+                return
+            blocker = self._blockers[-1]
+            if blocker is asyncio.current_task():
+                return
+            await asyncio.wait([blocker])
+
+    # -- events -----------------------------------------------------------------------------
+    async def call(self, kind: str, fn: Callable[[Any], Any]) -> Any:
+        """Deliver one event: ``fn(instance)`` (sync or async) under the object's gates."""
+        self.inflight += 1
+        self.last_activity = self.runtime.clock.now()
+        try:
+            await self._ready()
+            task = asyncio.get_running_loop().create_task(self._run(fn))
+            self._events.add(task)
+            try:
+                return await task
+            except asyncio.CancelledError:
+                reset = self._reset_reason.pop(task, None)
+                if reset is not None and not _self_cancelled():
+                    raise ObjectResetError(reset.reason) from None
+                raise
+            finally:
+                self._events.discard(task)
+                self._reset_reason.pop(task, None)
+        finally:
+            self.inflight -= 1
+            self.last_activity = self.runtime.clock.now()
+            if not self.busy:
+                self.runtime.eviction.idle(self)
+
+    async def _run(self, fn: Callable[[Any], Any]) -> Any:
+        current_host.set(self)
+        storage = self.storage
+        result = fn(self.instance)
+        if inspect.isawaitable(result):
+            result = await result
+        if storage is not None and storage is self.storage:
+            storage.commit()  # output gate: durable before anything leaves the object
+        return result
+
+    def output_gate(self) -> None:
+        """Commit pending writes now (before a WebSocket send or a call to another object)."""
+        if self.storage is not None:
+            self.storage.commit()
+
+    # -- waitUntil / blockConcurrencyWhile ----------------------------------------------------
+    def wait_until(self, awaitable: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(awaitable)
+        self._wait_until.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._wait_until.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                _log.error("waitUntil task of %s failed", self.hex_id, exc_info=t.exception())
+            if not self.busy:
+                self.runtime.eviction.idle(self)
+
+        task.add_done_callback(done)
+
+    def block_concurrency_while(self, fn: Callable[[], Any]) -> Awaitable[Any]:
+        loop = asyncio.get_running_loop()
+        generation = self.generation
+        previous = list(self._blockers)
+
+        async def runner() -> Any:
+            current_host.set(self)
+            if previous:
+                await asyncio.wait(previous)
+            result = fn()
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+        task = loop.create_task(runner())
+        self._blockers.append(task)
+        clock = self.runtime.clock
+        timer: TimerHandle = clock.call_at(
+            clock.now() + BLOCK_CONCURRENCY_TIMEOUT_MS,
+            lambda: self._block_timeout(task, generation),
+        )
+
+        def done(t: asyncio.Task[Any]) -> None:
+            timer.cancel()
+            if t in self._blockers:
+                self._blockers.remove(t)
+            if generation != self.generation or t.cancelled():
+                return
+            exc = t.exception()
+            if exc is not None:
+                # Cloudflare resets an object whose blockConcurrencyWhile callback throws.
+                self.reset(f"blockConcurrencyWhile() callback failed: {exc}")
+            elif not self.busy:
+                self.runtime.eviction.idle(self)
+
+        task.add_done_callback(done)
+        return _ResetAware(task, self)
+
+    def _block_timeout(self, task: asyncio.Task[Any], generation: int) -> None:
+        if task.done() or generation != self.generation:
+            return
+        self.reset(BLOCK_CONCURRENCY_TIMEOUT_MESSAGE, error=BlockConcurrencyTimeoutError)
+
+    # -- reset / abort / eviction ------------------------------------------------------------
+    def abort(self, reason: str | None) -> NoReturn:
+        message = reason if reason is not None else _DEFAULT_ABORT_REASON
+        self.reset(message)
+        raise ObjectResetError(message)
+
+    def reset(self, reason: str, *, error: type[ObjectResetError] = ObjectResetError) -> None:
+        """Drop the instance and uncommitted writes; cancel in-flight work (callers get ``reason``)."""
+        if self.state is Lifecycle.EVICTED and not (self._events or self._blockers):
+            return
+        exc = error(reason)
+        self.last_reset = exc
+        current = asyncio.current_task()
+        for task in list(self._events):
+            self._reset_reason[task] = exc
+            if task is not current:
+                task.cancel()
+        for task in [*self._blockers, *self._wait_until]:
+            if task is not current:
+                task.cancel()
+        self._blockers.clear()
+        self._wait_until.clear()
+        self._teardown(commit=False)
+        self.runtime.events.emit(
+            "reset", binding=self.namespace.binding, id=self.hex_id, reason=reason
+        )
+
+    def evict_now(self) -> None:
+        """Drop the instance (graceful: pending writes are committed). Sockets stay connected."""
+        if self.state is Lifecycle.EVICTED:
+            return
+        self._teardown(commit=True)
+        self.runtime.events.emit(
+            "evicted", binding=self.namespace.binding, id=self.hex_id, name=self.id.name
+        )
+
+    async def evict(self) -> None:
+        """Graceful eviction: wait for in-flight work to drain, then drop the instance."""
+        while self.busy and not self.sockets.pinning:
+            pending = [*self._events, *self._wait_until, *self._blockers]
+            if pending:
+                await asyncio.wait(pending)
+            else:
+                await asyncio.sleep(0)
+        self.evict_now()
+
+    def _teardown(self, *, commit: bool) -> None:
+        storage = self.storage
+        if storage is not None:
+            if not commit:
+                storage.rollback()
+            storage.close()
+        self.storage = None
+        self.ctx = None
+        self.instance = None
+        self.state = Lifecycle.EVICTED
+        self.generation += 1
+        self.runtime.eviction.deactivated(self)
+
+    # -- hibernatable WebSocket events ------------------------------------------------------------
+    def deliver_socket_message(self, ws: Any, message: str | bytes) -> None:
+        """A frame arrived for a hibernatable socket: auto-respond, or wake the object."""
+        pair = self.sockets.auto_response
+        if pair is not None and isinstance(message, str) and message == pair.request:
+            peer = getattr(ws, "_peer", None)
+            if peer is not None:
+                peer._receive(pair.response)  # answered without waking the object
+            self.sockets.note_auto_response(ws, self.runtime.clock.now())
+            return
+        self._spawn_socket_event(
+            "webSocketMessage", lambda inst: call_relaxed(inst.webSocketMessage, ws, message)
+        )
+
+    def deliver_socket_close(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
+        def run(inst: Any) -> Any:
+            self.sockets.remove(ws)
+            handler = getattr(inst, "webSocketClose", None)
+            return None if handler is None else call_relaxed(handler, ws, code, reason, was_clean)
+
+        self._spawn_socket_event("webSocketClose", run)
+
+    def deliver_socket_error(self, ws: Any, error: BaseException) -> None:
+        def run(inst: Any) -> Any:
+            self.sockets.remove(ws)
+            handler = getattr(inst, "webSocketError", None)
+            return None if handler is None else call_relaxed(handler, ws, error)
+
+        self._spawn_socket_event("webSocketError", run)
+
+    def _spawn_socket_event(self, kind: str, fn: Callable[[Any], Any]) -> None:
+        async def run() -> None:
+            try:
+                await self.call(kind, fn)
+            except Exception:
+                _log.exception("%s handler of %s raised", kind, self.hex_id)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self.runtime.track(task)
+
+    # -- alarms -------------------------------------------------------------------------------
+    def _on_alarm_commit(self, when: float | None) -> None:
+        self.runtime.alarm_committed(self, when)
+
+    async def deliver_alarm(self, scheduled: float) -> None:
+        """Run the ``alarm`` handler for an alarm due at ``scheduled`` (called by the scheduler)."""
+        runtime = self.runtime
+        retry_count = runtime.alarm_retry_count(self.key, scheduled)
+        info = AlarmInfo(retry_count, retry_count > 0, scheduled)
+        outcome: dict[str, Any] = {}
+
+        def handler(instance: Any) -> Any:
+            storage = self.storage
+            assert storage is not None
+            stored = storage.alarm_time()
+            if stored is None or stored > runtime.clock.now():
+                outcome["skipped"] = True  # moved or deleted since it was scheduled
+                return None
+            storage.begin_alarm_delivery(stored)
+            outcome["scheduled"] = stored
+            method = getattr(instance, "alarm", None)
+            if method is None:
+                return None
+            return call_relaxed(method, info)
+
+        try:
+            await self.call("alarm", handler)
+        except ObjectResetError:
+            return  # the reset left the alarm in place; it fires again (at least once)
+        except Exception as exc:
+            self._alarm_failed(info, exc)
+            return
+        if outcome.get("skipped"):
+            return
+        storage = self.storage
+        if storage is not None and not storage.end_alarm_delivery(success=True):
+            storage.commit()
+        runtime.alarm_succeeded(self.key)
+        runtime.events.emit(
+            "alarm.fired", binding=self.namespace.binding, id=self.hex_id, retryCount=retry_count
+        )
+
+    def _alarm_failed(self, info: AlarmInfo, exc: BaseException) -> None:
+        runtime = self.runtime
+        storage = self.storage
+        if storage is None:  # constructor failed: nothing was delivered; retry the same way
+            storage_touched = False
+        else:
+            storage_touched = storage.end_alarm_delivery(success=False)
+        binding = self.namespace.binding
+        if storage_touched:
+            runtime.alarm_succeeded(self.key)  # setAlarm inside the handler cancels the retry
+            return
+        if info.retryCount >= MAX_ALARM_RETRIES:
+            _log.error("alarm of %s failed after %d retries; dropped", self.hex_id, info.retryCount)
+            runtime.drop_alarm(self)
+            runtime.events.emit("alarm.dropped", binding=binding, id=self.hex_id, error=str(exc))
+            return
+        retry_at = runtime.clock.now() + retry_delay_ms(info.retryCount, runtime.rng)
+        _log.warning(
+            "alarm of %s raised %r; retry %d in %.1f s",
+            self.hex_id,
+            exc,
+            info.retryCount + 1,
+            (retry_at - runtime.clock.now()) / 1000,
+        )
+        runtime.schedule_alarm_retry(self, retry_at, info.retryCount + 1)
+        runtime.events.emit(
+            "alarm.retried",
+            binding=binding,
+            id=self.hex_id,
+            retryCount=info.retryCount + 1,
+            retryAt=retry_at,
+            error=str(exc),
+        )
+
+
+class _ResetAware:
+    """Awaitable for blockConcurrencyWhile: a reset surfaces as ObjectResetError, not cancel."""
+
+    __slots__ = ("_host", "_task")
+
+    def __init__(self, task: asyncio.Task[Any], host: ObjectHost) -> None:
+        self._task = task
+        self._host = host
+
+    def __await__(self) -> Any:
+        try:
+            return (yield from self._task.__await__())
+        except asyncio.CancelledError:
+            if self._task.cancelled() and not _self_cancelled():
+                reset = self._host.last_reset or ObjectResetError("Durable Object was reset.")
+                raise type(reset)(reset.reason) from None
+            raise
+
+
+def _self_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -1,0 +1,261 @@
+"""One object's SQLite connection: the implicit transaction, savepoints and the output gate.
+
+Cloudflare coalesces every write of one turn (the code that runs between two real awaits) into one
+atomic transaction, and lets nothing leave the object until it is durable. doemu gets the same
+with a single stdlib ``sqlite3`` connection in autocommit mode, driven by hand:
+
+* the first statement of a turn issues ``BEGIN`` and schedules ``commit`` with
+  ``loop.call_soon``, so the transaction commits when the turn yields to the event loop;
+* the runtime calls :meth:`StorageConnection.commit` before any output leaves the object (the
+  output gate) and :meth:`StorageConnection.rollback` when the object is aborted;
+* ``transaction()``/``transactionSync()`` are savepoints inside the implicit transaction; a commit
+  requested while one is open waits until the outermost one is released.
+
+WAL with ``synchronous=NORMAL`` makes a committed transaction survive the process being killed
+(not a power cut), which is the promise doemu makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pathlib
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from doemu.errors import StorageError
+from doemu.storage import messages
+from doemu.storage.authorizer import Authorizer
+from doemu.storage.limits import StorageLimits
+
+__all__ = ["Savepoint", "StorageConnection", "internal_sql"]
+
+_log = logging.getLogger("doemu.storage")
+
+# Python's sqlite3 caches prepared statements by SQL text, and the authorizer only runs when a
+# statement is prepared. Tagging the storage layer's own SQL with a per-process secret keeps user
+# SQL from ever reusing a statement that was prepared (and authorized) in trusted mode.
+_TAG = f"/* doemu:{secrets.token_hex(8)} */ "
+
+
+def internal_sql(sql: str) -> str:
+    """Mark ``sql`` as the storage layer's own (see the note on statement caching above)."""
+    return _TAG + sql
+
+
+_BEGIN = internal_sql("BEGIN")
+_COMMIT = internal_sql("COMMIT")
+_ROLLBACK = internal_sql("ROLLBACK")
+_SCHEMA = [
+    internal_sql(
+        "CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID"
+    ),
+    internal_sql("CREATE TABLE IF NOT EXISTS _cf_METADATA (key TEXT PRIMARY KEY, value BLOB)"),
+]
+
+
+class Savepoint:
+    """A handle on one open savepoint; names are reused by depth so statements stay cached."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class StorageConnection:
+    """The connection plus the state of its implicit transaction and savepoint stack."""
+
+    def __init__(
+        self,
+        path: pathlib.Path,
+        *,
+        limits: StorageLimits | None,
+        on_commit: Callable[[], None],
+        on_rollback: Callable[[], None],
+    ) -> None:
+        self.path = path
+        self.authorizer = Authorizer()
+        self._on_commit = on_commit
+        self._on_rollback = on_rollback
+        self._txn_open = False
+        self._commit_scheduled = False
+        self._commit_wanted = False
+        self._savepoints: list[Savepoint] = []
+        self.commit_count = 0
+        self.closed = False
+        db = sqlite3.connect(
+            str(path),
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=256,
+            timeout=5.0,
+        )
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchall()
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            for statement in _SCHEMA:
+                db.execute(statement)
+            if limits is not None:
+                limits.apply_sqlite_limits(db)
+            db.set_authorizer(self.authorizer)
+        except BaseException:
+            db.close()
+            raise
+        self.db = db
+
+    # -- running statements -------------------------------------------------------------------
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise StorageError(messages.STORAGE_CLOSED)
+
+    def read(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
+        """Run one of the storage layer's own statements without opening a transaction."""
+        self.check_open()
+        auth = self.authorizer
+        auth.trusted = True
+        try:
+            return self.db.execute(sql, params)
+        finally:
+            auth.trusted = False
+
+    def write(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
+        """Run one of the storage layer's own statements inside the implicit transaction."""
+        self.begin()
+        return self.read(sql, params)
+
+    def write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        self.begin()
+        auth = self.authorizer
+        auth.trusted = True
+        try:
+            self.db.executemany(sql, rows)
+        finally:
+            auth.trusted = False
+
+    @contextmanager
+    def user_statement(self) -> Iterator[None]:
+        """Bracket user SQL: open the implicit transaction, notice if SQLite dropped it."""
+        self.begin()
+        self.authorizer.denial = None
+        try:
+            yield
+        except sqlite3.Error:
+            if self._txn_open and not self.db.in_transaction:
+                # Some errors (ON CONFLICT ROLLBACK, SQLITE_FULL…) end the whole transaction.
+                self._lost()
+            raise
+
+    # -- the implicit transaction ---------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Open the turn's transaction if needed and arrange for it to commit when the turn ends."""
+        if self._txn_open:
+            return
+        self.check_open()
+        self.read(_BEGIN)
+        self._txn_open = True
+        if not self._commit_scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no event loop: the next explicit commit() or close() commits
+            loop.call_soon(self._auto_commit)
+            self._commit_scheduled = True
+
+    def _auto_commit(self) -> None:
+        self._commit_scheduled = False
+        if self.closed:
+            return
+        try:
+            self.commit()
+        except Exception:
+            _log.exception("implicit commit of %s failed; its writes were rolled back", self.path)
+
+    @property
+    def pending(self) -> bool:
+        """True while a transaction is open (even a read-only one)."""
+        return self._txn_open
+
+    def commit(self) -> None:
+        """Commit the implicit transaction now, or as soon as the open savepoints are released."""
+        if self._savepoints:
+            self._commit_wanted = True
+            return
+        self._commit_wanted = False
+        if not self._txn_open or self.closed:
+            return
+        try:
+            self.read(_COMMIT)
+        except sqlite3.Error as exc:
+            # The transaction cannot become durable (e.g. a deferred foreign key is violated):
+            # as on Cloudflare, where a failed flush breaks the output gate, the writes are lost.
+            self.rollback()
+            raise StorageError(f"Could not commit storage writes: {exc}") from exc
+        self._txn_open = False
+        self.commit_count += 1
+        self._on_commit()
+
+    def rollback(self) -> None:
+        """Drop every uncommitted write, including open savepoints."""
+        if self.closed:
+            return
+        if self._txn_open:
+            try:
+                self.read(_ROLLBACK)
+            except sqlite3.Error:  # SQLite had already rolled back by itself
+                pass
+        self._lost()
+
+    def _lost(self) -> None:
+        self._txn_open = False
+        self._savepoints.clear()
+        self._commit_wanted = False
+        self._on_rollback()
+
+    # -- savepoints -----------------------------------------------------------------------------
+
+    def savepoint(self) -> Savepoint:
+        """Open a savepoint inside the implicit transaction."""
+        self.begin()
+        point = Savepoint(f"_cf_savepoint_{len(self._savepoints)}")
+        self.read(internal_sql(f"SAVEPOINT {point.name}"))
+        self._savepoints.append(point)
+        return point
+
+    def release(self, point: Savepoint) -> None:
+        """Keep the savepoint's writes; commit if a commit was waiting for it."""
+        if point not in self._savepoints:  # already gone with an outer release or a rollback
+            return
+        self.read(internal_sql(f"RELEASE {point.name}"))
+        del self._savepoints[self._savepoints.index(point) :]
+        if not self._savepoints and self._commit_wanted:
+            self.commit()
+
+    def rollback_to(self, point: Savepoint) -> None:
+        """Undo the writes made since the savepoint; it stays open until released."""
+        if point not in self._savepoints:
+            return
+        self.read(internal_sql(f"ROLLBACK TO {point.name}"))
+        del self._savepoints[self._savepoints.index(point) + 1 :]
+
+    def is_open(self, point: Savepoint) -> bool:
+        return point in self._savepoints
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Commit whatever is pending (open savepoints included) and close; idempotent."""
+        if self.closed:
+            return
+        try:
+            self._savepoints.clear()
+            self.commit()
+        finally:
+            self.closed = True
+            self.db.close()

@@ -1,0 +1,189 @@
+"""``ObjectStorage``: one Durable Object's storage, i.e. Cloudflare's ``ctx.storage``.
+
+The Cloudflare surface is spelled as on Cloudflare, in camelCase with no snake_case aliases
+(``sql``, ``kv``, ``get``/``put``/``delete``/``list``/``deleteAll``,
+``getAlarm``/``setAlarm``/``deleteAlarm``, ``transaction``, ``transactionSync``, ``sync``), so
+user code deploys unchanged. The runtime drives the object's lifecycle through snake_case methods
+that are *not* part of that surface: ``commit`` (the output gate), ``rollback`` (``ctx.abort``),
+``close``, ``get_meta``/``set_meta``.
+
+No storage call ever yields to the event loop. The async methods finish their work before
+returning an already-settled awaitable, so read-modify-write sequences between two real awaits
+are atomic, which is the guarantee Cloudflare's input gate gives.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from doemu import clone
+from doemu.clock import Clock
+from doemu.errors import StorageError
+from doemu.storage import messages
+from doemu.storage.alarms import AlarmStore
+from doemu.storage.connection import StorageConnection, internal_sql
+from doemu.storage.kv import KvStore
+from doemu.storage.limits import StorageLimits
+from doemu.storage.operations import AsyncKvMethods
+from doemu.storage.resolved import Resolved
+from doemu.storage.sql import SqlStorage
+from doemu.storage.sync_kv import SyncKvStorage
+from doemu.storage.transactions import Transaction, run_transaction, run_transaction_sync
+from doemu.storage.wipe import drop_user_schema
+
+__all__ = ["ObjectStorage"]
+
+T = TypeVar("T")
+
+_GET_META = internal_sql("SELECT value FROM _cf_METADATA WHERE key = ?")
+_SET_META = internal_sql("INSERT OR REPLACE INTO _cf_METADATA (key, value) VALUES (?, ?)")
+
+
+class ObjectStorage(AsyncKvMethods):
+    """The storage of one object, backed by one SQLite file at ``path``.
+
+    ``limits=None`` enforces no size limits (as local workerd); pass
+    :meth:`StorageLimits.production` for Cloudflare's. ``on_alarm_commit`` is called with the new
+    alarm time (or None) each time a transaction that changed the alarm commits.
+    """
+
+    def __init__(
+        self,
+        path: pathlib.Path,
+        *,
+        clock: Clock,
+        sql_enabled: bool = True,
+        limits: StorageLimits | None = None,
+        has_alarm_handler: bool = True,
+        on_alarm_commit: Callable[[float | None], None] | None = None,
+    ) -> None:
+        self._path = pathlib.Path(path)
+        self._sql_enabled = sql_enabled
+        self._conn = StorageConnection(
+            self._path,
+            limits=limits,
+            on_commit=self._after_commit,
+            on_rollback=self._after_rollback,
+        )
+        self._kv = KvStore(self._conn, limits)
+        self._alarms = AlarmStore(
+            self._conn,
+            clock,
+            has_alarm_handler=has_alarm_handler,
+            on_alarm_commit=on_alarm_commit,
+        )
+        self._sql = SqlStorage(self._conn)
+        self._sync_kv = SyncKvStorage(self._conn, self._kv)
+
+    def _after_commit(self) -> None:
+        self._alarms.after_commit()
+
+    def _after_rollback(self) -> None:
+        self._alarms.after_rollback()
+
+    def _guard(self, op: str) -> None:
+        self._conn.check_open()
+
+    # -- Cloudflare surface ---------------------------------------------------------------------
+
+    @property
+    def sql(self) -> SqlStorage:
+        """The SQL API (only for classes created with ``new_sqlite_classes``)."""
+        if not self._sql_enabled:
+            raise StorageError(messages.SQL_NOT_ENABLED)
+        return self._sql
+
+    @property
+    def kv(self) -> SyncKvStorage:
+        """The synchronous KV API (SQLite-backed classes only, like ``sql``)."""
+        if not self._sql_enabled:
+            raise StorageError(messages.SQL_NOT_ENABLED)
+        return self._sync_kv
+
+    def deleteAll(self, options: Mapping[str, Any] | None = None) -> Resolved[None]:
+        """Delete all SQL tables, all KV data and the alarm, atomically with the turn."""
+        try:
+            self._conn.check_open()
+            drop_user_schema(self._conn)
+            self._kv.clear()
+            self._alarms.delete()
+            return Resolved(None)
+        except Exception as exc:
+            return Resolved.failed(exc)
+
+    async def transaction(
+        self, closure: Callable[[Transaction], Any], options: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Run ``closure(txn)`` (sync or async) atomically; it rolls back if ``closure`` raises."""
+        self._conn.check_open()
+        return await run_transaction(self._conn, self._kv, self._alarms, closure)
+
+    def transactionSync(self, closure: Callable[[], T]) -> T:
+        """Run ``closure()`` atomically and return its result; roll back if it raises."""
+        self._conn.check_open()
+        return run_transaction_sync(self._conn, closure)
+
+    def sync(self) -> Resolved[None]:
+        """Make every write so far durable now (normally done when the turn ends)."""
+        try:
+            self._conn.check_open()
+            self._conn.commit()
+            return Resolved(None)
+        except Exception as exc:
+            return Resolved.failed(exc)
+
+    # -- runtime-facing (not part of the Cloudflare surface) ------------------------------------
+
+    def commit(self) -> None:
+        """The output gate: commit the implicit transaction now (no-op if nothing is pending).
+
+        While a ``transaction()``/``transactionSync()`` savepoint is open, the commit happens as
+        soon as it is released. Raises :class:`StorageError` (after rolling back) if the
+        transaction cannot be committed.
+        """
+        self._conn.commit()
+
+    def rollback(self) -> None:
+        """Drop every uncommitted write (``ctx.abort``), open savepoints included."""
+        self._conn.rollback()
+
+    def close(self) -> None:
+        """Commit what is pending and close the connection. Idempotent."""
+        self._conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._conn.closed
+
+    @property
+    def database_path(self) -> pathlib.Path:
+        return self._path
+
+    @property
+    def has_alarm_handler(self) -> bool:
+        """Whether ``setAlarm`` is allowed (the class defines ``alarm``)."""
+        return self._alarms.has_alarm_handler
+
+    @has_alarm_handler.setter
+    def has_alarm_handler(self, value: bool) -> None:
+        self._alarms.has_alarm_handler = value
+
+    @property
+    def commit_count(self) -> int:
+        """How many implicit transactions this storage has committed (diagnostics, tests)."""
+        return self._conn.commit_count
+
+    def get_meta(self, key: str) -> Any | None:
+        """An internal ``_cf_METADATA`` value (uncommitted writes included), or None."""
+        row = self._conn.read(_GET_META, (key,)).fetchone()
+        return None if row is None else clone.decode(row[0])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Write an internal ``_cf_METADATA`` value inside the implicit transaction."""
+        self._conn.write(_SET_META, (key, clone.encode(value)))
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<ObjectStorage {self._path} {state}>"

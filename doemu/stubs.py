@@ -1,0 +1,154 @@
+"""``env.BINDING`` and its stubs: how one object (or the entry worker) reaches another.
+
+A stub is created immediately and constructs nothing: the target is activated by its first call.
+Arguments and results cross as structured-clone copies (msgpack), so no object can mutate another
+object's memory, and an error raised in the callee reaches the caller with its type and message,
+not as the same exception object. Before a call leaves an object, that object's pending writes are
+committed (the output gate), exactly as for an HTTP response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import clone
+from .compat import call_relaxed, workers
+from .errors import DoemuError, ObjectResetError, RpcError
+from .host import current_host
+from .ids import DurableObjectId
+
+if TYPE_CHECKING:
+    from .runtime import Namespace
+
+__all__ = ["DurableObjectNamespace", "DurableObjectStub"]
+
+#: Names a stub never forwards as RPC: Python internals and the stub's own attributes.
+_NOT_RPC = frozenset({"id", "name", "fetch", "then"})
+
+
+class DurableObjectNamespace:
+    """What ``env.BINDING`` is: Cloudflare's ``DurableObjectNamespace``."""
+
+    __slots__ = ("_ns",)
+
+    def __init__(self, namespace: Namespace) -> None:
+        self._ns = namespace
+
+    def idFromName(self, name: str) -> DurableObjectId:
+        return self._ns.ids.from_name(name)
+
+    def newUniqueId(self, options: Mapping[str, Any] | None = None) -> DurableObjectId:
+        return self._ns.ids.new_unique()
+
+    def idFromString(self, text: str) -> DurableObjectId:
+        return self._ns.ids.from_string(text)
+
+    def get(
+        self, object_id: DurableObjectId, options: Mapping[str, Any] | None = None
+    ) -> DurableObjectStub:
+        if not isinstance(object_id, DurableObjectId):
+            raise TypeError(
+                f"get() expects a DurableObjectId (from idFromName/newUniqueId/idFromString), "
+                f"got {type(object_id).__name__}"
+            )
+        if not self._ns.ids.owns(str(object_id)):
+            raise TypeError("Durable Object ID is not valid for this namespace.")
+        return DurableObjectStub(self._ns, object_id)
+
+    def getByName(self, name: str, options: Mapping[str, Any] | None = None) -> DurableObjectStub:
+        return DurableObjectStub(self._ns, self._ns.ids.from_name(name))
+
+    def jurisdiction(self, name: str) -> DurableObjectNamespace:
+        """Jurisdictions do not exist locally; the same namespace is returned."""
+        return self
+
+    def __repr__(self) -> str:
+        return f"DurableObjectNamespace({self._ns.class_name})"
+
+
+class DurableObjectStub:
+    """A handle on one object: ``await stub.fetch(...)`` and ``await stub.method(*args)``."""
+
+    __slots__ = ("_ns", "id")
+
+    def __init__(self, namespace: Namespace, object_id: DurableObjectId) -> None:
+        self._ns = namespace
+        self.id = object_id
+
+    @property
+    def name(self) -> str | None:
+        return self.id.name
+
+    async def fetch(self, input: Any, init: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Deliver an HTTP request to the object's ``fetch`` handler and return its Response."""
+        request = workers.Request._coerce(input, init, **kwargs)
+        _gate_caller()
+
+        def invoke(instance: Any) -> Any:
+            handler = getattr(instance, "fetch", None)
+            if handler is None:
+                raise RpcError(
+                    f"Durable Object class {type(instance).__name__} has no fetch() handler."
+                )
+            return call_relaxed(handler, request)
+
+        response = await self._ns.host(self.id).call("fetch", invoke)
+        if not isinstance(response, workers.Response):
+            raise RpcError(
+                f"fetch() of {self._ns.class_name} must return a Response, "
+                f"got {type(response).__name__}"
+            )
+        return response
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_") or method in _NOT_RPC:
+            raise AttributeError(method)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if kwargs:
+                raise RpcError(
+                    f"RPC method {method}() was given keyword arguments {sorted(kwargs)}; "
+                    "RPC calls take positional arguments only, as on Cloudflare."
+                )
+            return await self._rpc(method, args)
+
+        call.__name__ = method
+        return call
+
+    async def _rpc(self, method: str, args: tuple[Any, ...]) -> Any:
+        sent = clone.clone(list(args))
+        _gate_caller()
+        class_name = self._ns.class_name
+
+        def invoke(instance: Any) -> Any:
+            fn = getattr(type(instance), method, None)
+            if fn is None or not callable(fn):
+                raise RpcError(f'The RPC receiver does not implement the method "{method}".')
+            return getattr(instance, method)(*sent)
+
+        try:
+            result = await self._ns.host(self.id).call("rpc", invoke)
+        except (ObjectResetError, DoemuError):
+            raise
+        except Exception as exc:
+            raise _copy_exception(exc, class_name, method) from None
+        return clone.clone(result)
+
+    def __repr__(self) -> str:
+        return f"DurableObjectStub({self._ns.class_name}, {self.id})"
+
+
+def _gate_caller() -> None:
+    host = current_host.get()
+    if host is not None:
+        host.output_gate()
+
+
+def _copy_exception(exc: Exception, class_name: str, method: str) -> Exception:
+    """A fresh exception of the same type and message (errors cross by value, like RPC)."""
+    try:
+        copy = type(exc)(*exc.args)
+    except Exception:
+        return RpcError(f"{class_name}.{method}() raised {type(exc).__name__}: {exc}")
+    return copy

@@ -1,0 +1,187 @@
+"""Alarms: scheduling, delivery, the retry ladder under a manual clock, restart recovery."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from workers import DurableObject
+
+from doemu.alarms import MAX_ALARM_RETRIES
+from doemu.errors import AlarmError
+
+CALLS: dict[str, list[dict[str, Any]]] = {}
+
+
+class Alarmed(DurableObject):
+    """Records each alarm delivery; fails while its ``fail`` flag is set."""
+
+    async def arm(self, at_ms: float) -> None:
+        await self.ctx.storage.setAlarm(at_ms)
+
+    async def arm_datetime(self, iso: str) -> None:
+        await self.ctx.storage.setAlarm(datetime.fromisoformat(iso))
+
+    async def get_alarm(self) -> float | None:
+        return await self.ctx.storage.getAlarm()
+
+    async def set_fail(self, fail: bool, rearm_in_handler: float | None = None) -> None:
+        await self.ctx.storage.put("fail", fail)
+        await self.ctx.storage.put("rearm", rearm_in_handler)
+
+    async def fired(self) -> int:
+        return await self.ctx.storage.get("fired") or 0
+
+    async def alarm(self, alarm_info: Any) -> None:
+        storage = self.ctx.storage
+        CALLS.setdefault(str(self.ctx.id.name), []).append(
+            {
+                "retryCount": alarm_info.retryCount,
+                "isRetry": alarm_info.isRetry,
+                "inside": await storage.getAlarm(),
+                "scheduledTime": alarm_info.scheduledTime,
+            }
+        )
+        await storage.put("fired", (await storage.get("fired") or 0) + 1)
+        rearm = await storage.get("rearm")
+        if rearm is not None:
+            await storage.setAlarm(rearm)
+        if await storage.get("fail"):
+            raise RuntimeError("handler failed")
+
+
+class ShortAlarm(DurableObject):
+    async def alarm(self) -> None:  # takes no alarm_info: called "relaxed"
+        await self.ctx.storage.put("ran", True)
+
+    async def arm(self, at_ms: float) -> None:
+        await self.ctx.storage.setAlarm(at_ms)
+
+    async def ran(self) -> bool:
+        return bool(await self.ctx.storage.get("ran"))
+
+
+class NoAlarmHandler(DurableObject):
+    async def arm(self) -> None:
+        await self.ctx.storage.setAlarm(1_000)
+
+
+async def test_alarm_fires_at_its_time_and_not_before(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    stub = h.env.ALARMED.getByName("on-time")
+    at = h.clock.now() + 5_000
+    await stub.arm(at)
+    assert await stub.get_alarm() == at
+    await h.advance(4_999)
+    assert await stub.fired() == 0
+    await h.advance(1)
+    assert await stub.fired() == 1
+    call = CALLS["on-time"][-1]
+    assert call == {"retryCount": 0, "isRetry": False, "inside": None, "scheduledTime": at}
+    assert await stub.get_alarm() is None
+
+
+async def test_alarm_accepts_datetime_and_clamps_past_times(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    stub = h.env.ALARMED.getByName("clamp")
+    await stub.arm(1)  # far in the past
+    assert await stub.get_alarm() == h.clock.now()
+    when = datetime.fromtimestamp((h.clock.now() + 60_000) / 1000, tz=UTC)
+    await stub.arm_datetime(when.isoformat())
+    assert await stub.get_alarm() == pytest.approx(h.clock.now() + 60_000, abs=1)
+
+
+async def test_relaxed_alarm_handler_without_alarm_info(harness_factory: Any) -> None:
+    h = await harness_factory({"SHORT": ShortAlarm})
+    stub = h.env.SHORT.getByName("relaxed")
+    await stub.arm(h.clock.now() + 10)
+    await h.advance(10)
+    assert await stub.ran() is True
+
+
+async def test_set_alarm_errors(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed, "NOALARM": NoAlarmHandler})
+    with pytest.raises(AlarmError, match=r"setAlarm\(\) cannot be called with an alarm time <= 0"):
+        await h.env.ALARMED.getByName("zero").arm(0)
+    with pytest.raises(AlarmError, match=r"must have an alarm\(\) handler"):
+        await h.env.NOALARM.getByName("none").arm()
+
+
+async def test_failing_alarm_retries_on_the_ladder_then_drops(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    stub = h.env.ALARMED.getByName("ladder")
+    await stub.set_fail(True)
+    start = h.clock.now() + 1_000
+    await stub.arm(start)
+    fire_times: list[float] = []
+    await h.advance(1_000)
+    fire_times.append(h.clock.now())
+    # While waiting for a retry, getAlarm() shows the pending retry time.
+    pending = await stub.get_alarm()
+    assert pending is not None and 2_000 <= pending - h.clock.now() <= 2_500
+    for _ in range(MAX_ALARM_RETRIES):
+        before = len(CALLS["ladder"])
+        due = await stub.get_alarm()
+        assert due is not None
+        await h.advance(due - h.clock.now())
+        assert len(CALLS["ladder"]) == before + 1
+        fire_times.append(h.clock.now())
+    calls = CALLS["ladder"]
+    assert [c["retryCount"] for c in calls] == list(range(MAX_ALARM_RETRIES + 1))
+    assert [c["isRetry"] for c in calls] == [False] + [True] * MAX_ALARM_RETRIES
+    assert all(c["inside"] is None for c in calls)
+    gaps = [b - a for a, b in itertools.pairwise(fire_times)]
+    for n, gap in enumerate(gaps):
+        base = 2_000 * 2**n
+        assert base <= gap <= base * 1.25, (n, gap)
+    # After the sixth retry fails, the alarm is dropped for good.
+    assert await stub.get_alarm() is None
+    await h.advance(3_600_000)
+    assert len(CALLS["ladder"]) == MAX_ALARM_RETRIES + 1
+
+
+async def test_set_alarm_inside_a_failing_handler_cancels_the_retry(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    stub = h.env.ALARMED.getByName("rearm")
+    rearm_at = h.clock.now() + 600_000
+    await stub.set_fail(True, rearm_in_handler=rearm_at)
+    await stub.arm(h.clock.now() + 100)
+    await h.advance(100)
+    assert await stub.get_alarm() == rearm_at
+    await h.advance(100_000)
+    assert len(CALLS["rearm"]) == 1
+
+
+async def test_overdue_alarm_fires_after_restart_without_any_call(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    stub = h.env.ALARMED.getByName("restart")
+    await stub.arm(h.clock.now() + 5_000)
+    await h.runtime.close()
+    h.clock.set(h.clock.now() + 60_000)  # the alarm became overdue while nothing ran
+    CALLS.pop("restart", None)
+    await h.restart()
+    await h.advance(0)
+    assert [c["retryCount"] for c in CALLS["restart"]] == [0]
+    assert await h.env.ALARMED.getByName("restart").fired() == 1
+
+
+async def test_alarm_survives_restart_and_fires_at_its_time(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    await h.env.ALARMED.getByName("restart-later").arm(h.clock.now() + 5_000)
+    await h.restart()
+    await h.advance(4_000)
+    assert "restart-later" not in CALLS
+    await h.advance(1_000)
+    assert len(CALLS["restart-later"]) == 1
+
+
+async def test_run_alarm_now_delivers_a_future_alarm(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    stub = h.env.ALARMED.getByName("run-now")
+    await stub.arm(h.clock.now() + 3_600_000)
+    assert await h.run_alarm("ALARMED", "run-now") is True
+    assert await stub.fired() == 1
+    assert await stub.get_alarm() is None
+    assert await h.run_alarm("ALARMED", "run-now") is False

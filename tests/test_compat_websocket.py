@@ -1,0 +1,460 @@
+"""WebSocketPair and WebSocket: send/close rules, readyState, events, attachments, hooks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from doemu.compat.pyodide.ffi import JsBuffer
+from doemu.compat.websocket import (
+    MAX_ATTACHMENT_SIZE,
+    CloseEvent,
+    ErrorEvent,
+    Event,
+    MessageEvent,
+    WebSocket,
+    WebSocketPair,
+)
+from doemu.errors import WebSocketError
+
+MUST_ACCEPT = (
+    "You must call one of accept() or state.acceptWebSocket() on this WebSocket before sending "
+    "messages."
+)
+
+
+def pair() -> tuple[WebSocket, WebSocket]:
+    client, server = WebSocketPair.new()
+    return client, server
+
+
+# -- the pair -----------------------------------------------------------------------------------
+
+
+def test_pair_unpacks_directly_and_through_object_values() -> None:
+    p = WebSocketPair.new()
+    client, server = p
+    assert (client, server) == p.object_values()
+    assert p[0] is client and p[1] is server and p["1"] is server
+    assert len(p) == 2
+    assert client is not server
+    assert client._peer is server and server._peer is client
+    assert "WebSocketPair" in repr(p)
+
+
+def test_pair_cannot_be_constructed_without_new() -> None:
+    with pytest.raises(TypeError):
+        WebSocketPair()  # type: ignore[call-arg]
+
+
+def test_fresh_sockets() -> None:
+    _client, server = pair()
+    assert server.readyState == WebSocket.READY_STATE_OPEN
+    assert server.url is None
+    assert server.protocol == ""
+    assert server.extensions == ""
+    assert server.binaryType == "blob"
+    server.binaryType = "arraybuffer"
+    assert server.binaryType == "arraybuffer"
+    server.binaryType = "nonsense"
+    assert server.binaryType == "arraybuffer"
+    assert "readyState=1" in repr(server)
+
+
+# -- send ---------------------------------------------------------------------------------------
+
+
+def test_send_requires_accept() -> None:
+    _client, server = pair()
+    with pytest.raises(WebSocketError) as info:
+        server.send("x")
+    assert str(info.value) == MUST_ACCEPT
+    assert isinstance(info.value, TypeError)
+
+
+def test_send_delivers_to_the_peer_sink_or_buffer() -> None:
+    client, server = pair()
+    server.accept()
+    server.send("one")
+    server.send(b"two")
+    server.send(bytearray(b"three"))
+    assert list(client._inbox) == ["one", b"two", b"three"]
+    got: list[str | bytes] = []
+    client._sink = got.append
+    server.send(memoryview(b"four"))
+    assert got == [b"four"]
+
+
+def test_send_rejects_other_types() -> None:
+    _client, server = pair()
+    server.accept()
+    with pytest.raises(TypeError, match="expects str or bytes"):
+        server.send({"a": 1})  # type: ignore[arg-type]
+
+
+def test_send_after_close_raises_and_is_dropped_after_release() -> None:
+    _client, server = pair()
+    server.accept()
+    server.close(1000, "bye")
+    with pytest.raises(WebSocketError, match=r"^Can't call WebSocket send\(\) after close\(\)\.$"):
+        server.send("late")
+    client2, _server2 = pair()
+    client2._couple()
+    client2.send("ignored")  # a socket used in a response silently drops sends
+    client2.close()
+
+
+def test_before_send_hook_runs_first() -> None:
+    client, server = pair()
+    server.accept()
+    calls: list[str] = []
+    server._before_send = lambda: calls.append("gate")
+    client._sink = lambda m: calls.append(f"sent {m!r}")
+    server.send("m")
+    server.close()
+    assert calls == ["gate", "sent 'm'", "gate"]
+
+
+# -- close and readyState -----------------------------------------------------------------------
+
+
+def test_close_validation_uses_workerd_texts() -> None:
+    _client, server = pair()
+    with pytest.raises(WebSocketError, match=r"^You must call one of accept\(\)"):
+        server.close()
+    server.accept()
+    for bad in (999, 1004, 1005, 1006, 1015, 5000):
+        with pytest.raises(WebSocketError) as info:
+            server.close(bad)
+        assert str(info.value) == f"Invalid WebSocket close code: {bad}."
+    with pytest.raises(WebSocketError) as info:
+        server.close(None, "reason without code")
+    assert str(info.value) == (
+        "If you specify a WebSocket close reason, you must also specify a code."
+    )
+    with pytest.raises(WebSocketError, match="123 bytes"):
+        server.close(1000, "é" * 62)  # 124 bytes of UTF-8
+    with pytest.raises(TypeError):
+        server.close("1000")  # type: ignore[arg-type]
+    server.close(4999, "x" * 123)
+    assert server.readyState == WebSocket.READY_STATE_CLOSING
+
+
+@pytest.mark.parametrize("code", [1000, 1001, 1011, 3000, 4000])
+def test_close_accepts_valid_codes(code: int) -> None:
+    _client, server = pair()
+    server.accept()
+    server.close(code)
+
+
+def test_close_delivers_to_the_peer_close_sink() -> None:
+    client, server = pair()
+    server.accept()
+    closes: list[tuple[int, str]] = []
+    client._close_sink = lambda code, reason: closes.append((code, reason))
+    server.close(1001, "going away")
+    server.close(1000)  # a second close is ignored
+    assert closes == [(1001, "going away")]
+    assert server.readyState == WebSocket.READY_STATE_CLOSING
+    client._forward_close(1001, "going away")  # the network echoes the close
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
+
+
+def test_close_without_code_sends_1005() -> None:
+    client, server = pair()
+    server.accept()
+    closes: list[tuple[int, str]] = []
+    client._close_sink = lambda code, reason: closes.append((code, reason))
+    server.close()
+    assert closes == [(1005, "")]
+
+
+def test_in_memory_pair_completes_the_close_handshake() -> None:
+    client, server = pair()
+    client.accept()
+    server.accept()
+    server.close(1000, "done")
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
+    assert client.readyState == WebSocket.READY_STATE_CLOSED
+
+
+def test_auto_reply_can_be_disabled() -> None:
+    client, server = pair()
+    client.accept({"allowHalfOpen": True})
+    server.accept()
+    server.close(1000)
+    assert client.readyState == WebSocket.READY_STATE_CLOSING
+    assert server.readyState == WebSocket.READY_STATE_CLOSING
+    client.close(1000)
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
+
+
+def test_remote_close_on_hibernatable_socket_auto_replies() -> None:
+    client, server = pair()
+    server._accept_hibernatable()
+    replies: list[tuple[int, str]] = []
+    client._close_sink = lambda code, reason: replies.append((code, reason))
+    client._couple()
+    client._forward_close(1000, "client left")
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
+    assert replies == [(1000, "client left")]
+    server.close(1000)  # closing again in webSocketClose is harmless
+
+
+def test_unclean_disconnect_does_not_auto_reply() -> None:
+    client, server = pair()
+    server.accept()
+    replies: list[tuple[int, str]] = []
+    client._close_sink = lambda code, reason: replies.append((code, reason))
+    client._forward_close(1006, "WebSocket disconnected without sending Close frame.", False)
+    assert replies == []
+    assert server.readyState == WebSocket.READY_STATE_CLOSING
+
+
+def test_error_closes_the_socket() -> None:
+    client, server = pair()
+    server.accept()
+    events: list[Event] = []
+    server.addEventListener("error", events.append)
+    boom = RuntimeError("boom")
+    client._forward_error(boom)
+    client._forward_error(RuntimeError("second"))  # reported once
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
+    assert len(events) == 1
+    assert isinstance(events[0], ErrorEvent)
+    assert events[0].error is boom and events[0].message == "boom"
+    server.send("dropped")  # sends after an error are dropped
+    server.close()  # and so is close
+
+
+# -- accept / hibernation / coupling --------------------------------------------------------------
+
+
+def test_accept_rules() -> None:
+    client, server = pair()
+    server.accept()
+    server.accept()  # twice is fine
+    with pytest.raises(WebSocketError) as info:
+        server._accept_hibernatable()
+    assert str(info.value) == (
+        "Cannot call `acceptWebSocket()` if the WebSocket was already accepted via `accept()`"
+    )
+    client._couple()
+    with pytest.raises(WebSocketError) as info:
+        client.accept()
+    assert str(info.value) == "Can't accept() WebSocket that was already used in a response."
+    with pytest.raises(WebSocketError) as info:
+        client._couple()
+    assert str(info.value) == "Can't return WebSocket that was already used in a response."
+
+
+def test_hibernatable_accept_rules() -> None:
+    client, server = pair()
+    server._accept_hibernatable()
+    with pytest.raises(WebSocketError) as info:
+        server.accept()
+    assert str(info.value) == "Can't accept() WebSocket after enabling hibernation."
+    with pytest.raises(WebSocketError, match="already accepted"):
+        server._accept_hibernatable()
+    with pytest.raises(WebSocketError) as info:
+        server._couple()
+    assert str(info.value) == (
+        "Can't return WebSocket in a Response after calling acceptWebSocket()."
+    )
+    client._couple()
+
+
+def test_accept_hibernatable_needs_an_unused_pair() -> None:
+    client, server = pair()
+    client._couple()
+    with pytest.raises(WebSocketError) as info:
+        server._accept_hibernatable()
+    assert str(info.value) == (
+        "Cannot call `acceptWebSocket()` on this WebSocket because its pair has already been "
+        "accepted or used in a Response."
+    )
+    lone = WebSocket()
+    with pytest.raises(WebSocketError):
+        lone._accept_hibernatable()
+
+
+def test_couple_after_accept_is_refused() -> None:
+    client, _server = pair()
+    client.accept()
+    with pytest.raises(WebSocketError) as info:
+        client._couple()
+    assert str(info.value) == "Can't return WebSocket in a Response after calling accept()."
+
+
+def test_bind_host_routes_sends_through_the_output_gate() -> None:
+    class Host:
+        gated = 0
+
+        def output_gate(self) -> None:
+            self.gated += 1
+
+    client, server = pair()
+    host = Host()
+    server._bind_host(host)
+    assert server._host is host
+    got: list[str | bytes] = []
+    client._sink = got.append
+    server.send("x")
+    assert host.gated == 1
+    assert got == ["x"]
+
+
+def test_network_messages_reach_the_server_end() -> None:
+    client, server = pair()
+    server._accept_hibernatable()
+    got: list[str | bytes] = []
+    server._sink = got.append
+    client._couple()
+    client._forward("hello")
+    client._forward(b"\x01")
+    assert got == ["hello", b"\x01"]
+    unpaired = WebSocket()
+    unpaired._forward("nowhere")
+    unpaired._forward_close(1000)
+    unpaired._forward_error(RuntimeError())
+
+
+# -- events (accept()-ed sockets) ----------------------------------------------------------------
+
+
+def test_listeners_receive_message_and_close_events() -> None:
+    client, server = pair()
+    server.accept()
+    events: list[Any] = []
+    server.addEventListener("message", events.append)
+    server.addEventListener("message", events.append)  # the same listener is added once
+    server.addEventListener("close", events.append)
+    client._forward("text")
+    client._forward(b"bin")
+    client._forward_close(1000, "bye")
+    client._forward("after close is dropped")
+    assert [type(e) for e in events] == [MessageEvent, MessageEvent, CloseEvent]
+    assert events[0].data == "text" and events[0].type == "message"
+    assert isinstance(events[1].data, JsBuffer)
+    assert events[1].data.to_bytes() == b"bin" and events[1].data == b"bin"
+    assert (events[2].code, events[2].reason, events[2].wasClean) == (1000, "bye", True)
+
+
+def test_messages_before_listeners_are_queued_then_flushed_in_order() -> None:
+    client, server = pair()
+    client._forward("early-1")
+    client._forward("early-2")
+    server.accept()  # no loop running: flushes now, but nobody listens yet
+    assert list(server._inbox) == ["early-1", "early-2"]
+    seen: list[str] = []
+    server.addEventListener("message", lambda e: seen.append(e.data))
+    assert seen == ["early-1", "early-2"]
+    client._forward("late")
+    assert seen == ["early-1", "early-2", "late"]
+
+
+async def test_accept_flushes_queued_messages_on_the_next_loop_turn() -> None:
+    client, server = pair()
+    client._forward("queued")
+    seen: list[str] = []
+    server.accept()
+    server.addEventListener("message", lambda e: seen.append(e.data))
+    await asyncio.sleep(0)
+    assert seen == ["queued"]
+
+
+def test_remove_event_listener() -> None:
+    client, server = pair()
+    server.accept()
+    seen: list[Any] = []
+    server.addEventListener("message", seen.append)
+    server.removeEventListener("message", seen.append)
+    server.removeEventListener("message", seen.append)
+    server.removeEventListener("close", seen.append)
+    client._forward("x")
+    assert seen == []
+    assert list(server._inbox) == ["x"]
+
+
+def test_listener_errors_are_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    client, server = pair()
+    server.accept()
+    seen: list[str] = []
+
+    def bad(_event: Any) -> None:
+        raise ValueError("listener bug")
+
+    server.addEventListener("message", bad)
+    server.addEventListener("message", lambda e: seen.append(e.data))
+    client._forward("x")
+    assert seen == ["x"]
+    assert "listener bug" in caplog.text
+
+
+async def test_async_listeners_run_as_tasks() -> None:
+    client, server = pair()
+    server.accept()
+    done = asyncio.Event()
+    seen: list[str] = []
+
+    async def listener(event: Any) -> None:
+        seen.append(event.data)
+        done.set()
+
+    server.addEventListener("message", listener)
+    client._forward("async")
+    await asyncio.wait_for(done.wait(), 1)
+    assert seen == ["async"]
+
+
+def test_event_classes() -> None:
+    assert repr(Event("open")) == "Event('open')"
+    assert MessageEvent("s").data == "s"
+    close = CloseEvent(1000, "r", False)
+    assert (close.type, close.code, close.reason, close.wasClean) == ("close", 1000, "r", False)
+
+
+# -- attachments ----------------------------------------------------------------------------------
+
+
+def test_attachment_round_trip_is_a_copy() -> None:
+    pytest.importorskip("doemu.clone")
+    _client, server = pair()
+    assert server.deserializeAttachment() is None
+    value = {"id": "abc", "tags": [1, 2], "raw": b"\x00"}
+    server.serializeAttachment(value)
+    value["id"] = "mutated"
+    first = server.deserializeAttachment()
+    assert first == {"id": "abc", "tags": [1, 2], "raw": b"\x00"}
+    first["tags"].append(3)
+    assert server.deserializeAttachment()["tags"] == [1, 2]
+    assert isinstance(server._attachment, bytes)
+    server.serializeAttachment("plain string")
+    assert server.deserializeAttachment() == "plain string"
+
+
+def test_attachment_limit_is_16_kib() -> None:
+    clone = pytest.importorskip("doemu.clone")
+    _client, server = pair()
+    overhead = len(clone.encode("")) + 2
+    server.serializeAttachment("x" * (MAX_ATTACHMENT_SIZE - overhead))
+    assert len(server._attachment or b"") <= MAX_ATTACHMENT_SIZE
+    too_big = "x" * MAX_ATTACHMENT_SIZE
+    size = len(clone.encode(too_big))
+    with pytest.raises(WebSocketError) as info:
+        server.serializeAttachment(too_big)
+    assert str(info.value) == (
+        f"A WebSocket 'attachment' cannot be larger than 16384 bytes.'attachment' was {size} bytes."
+    )
+    assert server.deserializeAttachment() == "x" * (MAX_ATTACHMENT_SIZE - overhead)
+
+
+def test_attachment_refuses_unclonable_values() -> None:
+    pytest.importorskip("doemu.clone")
+    from doemu.errors import DataCloneError
+
+    _client, server = pair()
+    with pytest.raises(DataCloneError):
+        server.serializeAttachment(object())

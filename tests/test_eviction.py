@@ -1,0 +1,107 @@
+"""Eviction: idle windows, constructor re-runs with storage intact, the live-object cap."""
+
+from __future__ import annotations
+
+import resource
+from typing import Any
+
+import pytest
+from workers import DurableObject
+
+BUILT: dict[str, int] = {}
+
+
+class Keeper(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        key = str(ctx.id)
+        BUILT[key] = BUILT.get(key, 0) + 1
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS notes(body TEXT)")
+
+    async def note(self, body: str) -> int:
+        self.ctx.storage.sql.exec("INSERT INTO notes(body) VALUES (?)", body)
+        return int(self.ctx.storage.sql.exec("SELECT count(*) AS n FROM notes").one()["n"])
+
+    async def whoami(self) -> dict[str, Any]:
+        return {"name": self.ctx.id.name, "id": str(self.ctx.id)}
+
+    async def touch(self) -> None:
+        await self.ctx.storage.put("t", 1)
+
+
+async def test_idle_object_is_evicted_and_rebuilt_with_storage_intact(
+    harness_factory: Any,
+) -> None:
+    h = await harness_factory({"KEEPER": Keeper}, idle_timeout=(2.0, 2.0))
+    stub = h.env.KEEPER.getByName("idle")
+    assert await stub.note("one") == 1
+    key = str(stub.id)
+    assert BUILT[key] == 1
+    await h.advance(1_999)
+    assert h.is_live("KEEPER", "idle")
+    await h.advance(1)
+    assert not h.is_live("KEEPER", "idle")
+    assert await stub.note("two") == 2
+    assert BUILT[key] == 2
+
+
+async def test_idle_window_is_drawn_from_the_range(harness_factory: Any) -> None:
+    h = await harness_factory({"KEEPER": Keeper}, idle_timeout=(70.0, 140.0))
+    stub = h.env.KEEPER.getByName("range")
+    await stub.touch()
+    await h.advance(69_999)
+    assert h.is_live("KEEPER", "range")
+    await h.advance(70_001)
+    assert not h.is_live("KEEPER", "range")
+
+
+async def test_activity_postpones_eviction(harness_factory: Any) -> None:
+    h = await harness_factory({"KEEPER": Keeper}, idle_timeout=(2.0, 2.0))
+    stub = h.env.KEEPER.getByName("busy")
+    for _ in range(5):
+        await stub.touch()
+        await h.advance(1_500)
+        assert h.is_live("KEEPER", "busy")
+    await h.advance(500)
+    assert not h.is_live("KEEPER", "busy")
+
+
+async def test_name_survives_eviction_even_via_id_from_string(harness_factory: Any) -> None:
+    h = await harness_factory({"KEEPER": Keeper})
+    named = h.env.KEEPER.getByName("has-a-name")
+    await named.touch()
+    await h.evict("KEEPER", "has-a-name")
+    by_id = h.env.KEEPER.get(h.env.KEEPER.idFromString(str(named.id)))
+    assert (await by_id.whoami())["name"] == "has-a-name"
+    await h.restart()
+    by_id = h.env.KEEPER.get(h.env.KEEPER.idFromString(str(named.id)))
+    assert (await by_id.whoami())["name"] == "has-a-name"
+
+
+async def test_live_cap_evicts_least_recently_used(harness_factory: Any) -> None:
+    h = await harness_factory({"KEEPER": Keeper}, max_live_objects=3)
+    for i in range(5):
+        await h.env.KEEPER.getByName(f"lru-{i}").touch()
+    assert h.runtime.eviction.live_count == 3
+    assert [h.is_live("KEEPER", f"lru-{i}") for i in range(5)] == [False, False, True, True, True]
+
+
+@pytest.fixture
+def fd_limit_20000() -> Any:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 20_000:
+        pytest.skip(f"hard descriptor limit {hard} is below 20,000")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (20_000, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_ten_thousand_objects_under_a_20000_fd_limit(
+    harness_factory: Any, fd_limit_20000: Any
+) -> None:
+    h = await harness_factory({"KEEPER": Keeper})
+    assert h.runtime.eviction.max_live < 20_000 // 3
+    for i in range(10_000):
+        await h.env.KEEPER.getByName(f"fd-{i}").touch()
+    assert h.runtime.eviction.live_count <= h.runtime.eviction.max_live
+    assert len(h.object_ids("KEEPER")) == 10_000

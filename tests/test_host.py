@@ -1,0 +1,184 @@
+"""Objects and events: laziness, the input gate, blockConcurrencyWhile, abort, waitUntil."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from workers import DurableObject
+
+from doemu.errors import BlockConcurrencyTimeoutError, ObjectResetError
+from doemu.host import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
+
+CONSTRUCTED: list[str] = []
+
+
+class Counter(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        CONSTRUCTED.append(str(ctx.id))
+
+    async def incr(self) -> int:
+        await asyncio.sleep(0)  # a real await: other events may run here
+        value = (await self.ctx.storage.get("n") or 0) + 1
+        await self.ctx.storage.put("n", value)
+        return value
+
+    async def get(self) -> int:
+        return await self.ctx.storage.get("n") or 0
+
+    async def fail(self, message: str) -> None:
+        await self.ctx.storage.put("before-fail", True)
+        raise ValueError(message)
+
+    async def abort_after_write(self) -> None:
+        self.ctx.storage.kv.put("doomed", 1)
+        self.ctx.abort("custom reason")
+
+    async def slow(self, gate: str) -> str:
+        await asyncio.sleep(3600)
+        return gate
+
+    async def spawn(self) -> None:
+        async def later() -> None:
+            await asyncio.sleep(0)
+            await self.ctx.storage.put("background", True)
+
+        self.ctx.waitUntil(later())
+
+    async def read(self, key: str) -> Any:
+        return await self.ctx.storage.get(key)
+
+
+class Blocking(DurableObject):
+    """Its constructor blocks concurrency until an event (set by the test) is released."""
+
+    release: asyncio.Event
+    order: list[str]
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.ready = False
+
+        async def init() -> None:
+            await Blocking.release.wait()
+            Blocking.order.append("init done")
+            self.ready = True
+
+        ctx.blockConcurrencyWhile(init)
+
+    async def is_ready(self) -> bool:
+        Blocking.order.append("event")
+        return self.ready
+
+    async def hang(self) -> str:
+        async def forever() -> None:
+            await asyncio.Event().wait()
+
+        await self.ctx.blockConcurrencyWhile(forever)
+        return "unreachable"
+
+
+async def test_stubs_construct_nothing_until_the_first_call(harness_factory: Any) -> None:
+    h = await harness_factory({"COUNTER": Counter})
+    stub = h.env.COUNTER.getByName("lazy")
+    before = len(CONSTRUCTED)
+    assert not h.is_live("COUNTER", "lazy")
+    assert len(CONSTRUCTED) == before
+    assert await stub.incr() == 1
+    assert len(CONSTRUCTED) == before + 1
+    assert h.is_live("COUNTER", "lazy")
+
+
+async def test_concurrent_read_modify_write_is_atomic(harness_factory: Any) -> None:
+    h = await harness_factory({"COUNTER": Counter})
+    stub = h.env.COUNTER.getByName("gate")
+    results = await asyncio.gather(*(stub.incr() for _ in range(20)))
+    assert sorted(results) == list(range(1, 21))
+    assert await stub.get() == 20
+
+
+async def test_user_exception_reaches_caller_and_does_not_reset(harness_factory: Any) -> None:
+    h = await harness_factory({"COUNTER": Counter})
+    stub = h.env.COUNTER.getByName("raises")
+    await stub.incr()
+    before = len(CONSTRUCTED)
+    with pytest.raises(ValueError, match="boom"):
+        await stub.fail("boom")
+    assert await stub.read("before-fail") is True  # writes before the raise are kept
+    assert len(CONSTRUCTED) == before  # same instance
+
+
+async def test_abort_drops_uncommitted_writes_and_rebuilds(harness_factory: Any) -> None:
+    h = await harness_factory({"COUNTER": Counter})
+    stub = h.env.COUNTER.getByName("aborts")
+    await stub.incr()
+    before = len(CONSTRUCTED)
+    with pytest.raises(ObjectResetError, match="custom reason"):
+        await stub.abort_after_write()
+    assert not h.is_live("COUNTER", "aborts")
+    assert await stub.read("doomed") is None
+    assert await stub.get() == 1
+    assert len(CONSTRUCTED) == before + 1
+
+
+async def test_reset_cancels_in_flight_callers_with_the_reason(harness_factory: Any) -> None:
+    h = await harness_factory({"COUNTER": Counter})
+    stub = h.env.COUNTER.getByName("reset-inflight")
+    pending = asyncio.ensure_future(stub.slow("x"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    h.reset("COUNTER", "reset-inflight", "code updated")
+    with pytest.raises(ObjectResetError, match="code updated"):
+        await pending
+    assert await stub.incr() == 1
+
+
+async def test_block_concurrency_while_holds_other_events(harness_factory: Any) -> None:
+    Blocking.release = asyncio.Event()
+    Blocking.order = []
+    h = await harness_factory({"BLOCKING": Blocking})
+    stub = h.env.BLOCKING.getByName("bcw")
+    first = asyncio.ensure_future(stub.is_ready())
+    second = asyncio.ensure_future(stub.is_ready())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert Blocking.order == []  # both events wait for the constructor's block
+    Blocking.release.set()
+    assert await first is True and await second is True
+    assert Blocking.order == ["init done", "event", "event"]
+
+
+async def test_block_concurrency_while_times_out_and_resets(harness_factory: Any) -> None:
+    Blocking.release = asyncio.Event()
+    Blocking.release.set()
+    Blocking.order = []
+    h = await harness_factory({"BLOCKING": Blocking})
+    stub = h.env.BLOCKING.getByName("bcw-timeout")
+    assert await stub.is_ready() is True
+    hung = asyncio.ensure_future(stub.hang())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await h.advance(29_999)
+    assert not hung.done()
+    await h.advance(1)
+    with pytest.raises(ObjectResetError) as info:
+        await hung
+    assert str(info.value) == BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
+    assert isinstance(info.value, BlockConcurrencyTimeoutError)
+    assert await stub.is_ready() is True  # a fresh instance serves the next event
+
+
+async def test_wait_until_keeps_the_object_alive_until_it_settles(harness_factory: Any) -> None:
+    h = await harness_factory({"COUNTER": Counter}, idle_timeout=(1.0, 1.0))
+    stub = h.env.COUNTER.getByName("wait-until")
+    await stub.spawn()
+    host = h.runtime.host("COUNTER", "wait-until")
+    assert host.busy
+    for _ in range(10):
+        if not host.busy:
+            break
+        await asyncio.sleep(0)
+    assert not host.busy
+    assert await stub.read("background") is True

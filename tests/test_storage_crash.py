@@ -1,0 +1,83 @@
+"""A turn's writes survive a real SIGKILL all together or not at all.
+
+A child process opens an ObjectStorage, writes N keys plus a SQL row in one turn, and is killed
+with SIGKILL; the test then reopens the file and checks what is there.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from doemu.clock import SystemClock
+from doemu.storage import ObjectStorage
+
+CHILD = pathlib.Path(__file__).parent / "storage_helpers" / "crash_child.py"
+N = 200
+
+
+def _run_child(db: pathlib.Path, mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), str(db), str(N), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _counts(db: pathlib.Path) -> tuple[int, int]:
+    """(KV keys, SQL rows) as seen by a fresh, independent connection."""
+    conn = sqlite3.connect(db)
+    try:
+        keys = conn.execute("SELECT count(*) FROM _cf_KV").fetchone()[0]
+        has_t = conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 't'").fetchone()[0]
+        rows = conn.execute("SELECT count(*) FROM t").fetchone()[0] if has_t else 0
+        return keys, rows
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("mid-turn", (0, 0)), ("after-commit", (N, 1))],
+)
+def test_sigkill_leaves_a_turn_all_or_nothing(
+    tmp_path: pathlib.Path, mode: str, expected: tuple[int, int]
+) -> None:
+    """1. The child writes N keys and one row in one turn and SIGKILLs itself, either before the
+    turn yields (nothing committed) or right after (the implicit transaction committed).
+    2. A fresh connection sees none or all of the turn's writes."""
+    db = tmp_path / "obj.sqlite"
+    child = _run_child(db, mode)
+    child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    assert _counts(db) == expected
+
+
+def test_sigkill_from_the_parent_mid_turn(tmp_path: pathlib.Path) -> None:
+    """1. The child writes in one turn, says "ready" through a pipe and blocks mid-turn.
+    2. The parent SIGKILLs it. 3. Reopened through ObjectStorage, no write of the turn exists,
+    and the object is fully usable."""
+    db = tmp_path / "obj.sqlite"
+    child = _run_child(db, "wait")
+    assert child.stdout is not None
+    assert child.stdout.readline() == "ready\n"
+    os.kill(child.pid, signal.SIGKILL)
+    child.communicate(timeout=30)  # reaps the child and closes the pipes
+    assert child.returncode == -signal.SIGKILL
+    assert _counts(db) == (0, 0)
+
+    storage = ObjectStorage(db, clock=SystemClock())
+    try:
+        assert storage.get("key-0000").result() is None
+        storage.put("after", 1)
+        storage.commit()
+    finally:
+        storage.close()
+    assert _counts(db)[0] == 1

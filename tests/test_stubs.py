@@ -1,0 +1,109 @@
+"""Stubs and RPC: copies across the boundary, errors by value, private names, env and vars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from workers import DurableObject, Response
+
+from doemu.errors import DataCloneError, RpcError
+
+
+class Store(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.items: list[Any] = []
+
+    async def add(self, item: Any) -> list[Any]:
+        self.items.append(item)
+        return self.items
+
+    def sync_method(self, a: int, b: int) -> int:
+        return a + b
+
+    async def greeting(self) -> str:
+        return str(self.env.GREETING)
+
+    async def boom(self) -> None:
+        raise KeyError("missing thing")
+
+    async def _private(self) -> str:
+        return "secret"
+
+    async def call_peer(self, name: str, item: Any) -> list[Any]:
+        return await self.env.STORE.getByName(name).add(item)
+
+    async def fetch(self, request: Any) -> Any:
+        return Response(f"{request.method} {request.url}")
+
+    async def give_unclonable(self) -> Any:
+        return object()
+
+
+async def test_arguments_and_results_are_copies(harness_factory: Any) -> None:
+    h = await harness_factory({"STORE": Store})
+    stub = h.env.STORE.getByName("copies")
+    item = {"tags": ["a"]}
+    result = await stub.add(item)
+    item["tags"].append("mutated")  # the caller's object is not the callee's
+    result[0]["tags"].append("mutated too")
+    again = await stub.add({"tags": []})
+    assert again == [{"tags": ["a"]}, {"tags": []}]
+
+
+async def test_sync_methods_and_env_vars(harness_factory: Any) -> None:
+    h = await harness_factory({"STORE": Store}, vars={"GREETING": "hello"})
+    stub = h.env.STORE.getByName("sync")
+    assert await stub.sync_method(2, 3) == 5
+    assert await stub.greeting() == "hello"
+    assert h.env.GREETING == "hello"
+
+
+async def test_errors_cross_by_type_and_message(harness_factory: Any) -> None:
+    h = await harness_factory({"STORE": Store})
+    with pytest.raises(KeyError, match="missing thing"):
+        await h.env.STORE.getByName("errs").boom()
+
+
+async def test_private_and_unknown_methods_are_not_exported(harness_factory: Any) -> None:
+    h = await harness_factory({"STORE": Store})
+    stub = h.env.STORE.getByName("private")
+    with pytest.raises(AttributeError):
+        stub._private  # noqa: B018
+    with pytest.raises(RpcError, match='does not implement the method "nope"'):
+        await stub.nope()
+    with pytest.raises(RpcError, match="positional arguments only"):
+        await stub.add(item=1)
+
+
+async def test_unclonable_values_are_refused(harness_factory: Any) -> None:
+    h = await harness_factory({"STORE": Store})
+    stub = h.env.STORE.getByName("unclonable")
+    with pytest.raises(DataCloneError):
+        await stub.add(object())
+    with pytest.raises(DataCloneError):
+        await stub.give_unclonable()
+
+
+async def test_object_to_object_calls_and_fetch(harness_factory: Any) -> None:
+    h = await harness_factory({"STORE": Store})
+    stub = h.env.STORE.getByName("caller")
+    assert await stub.call_peer("callee", 7) == [7]
+    assert await h.env.STORE.getByName("callee").add(8) == [7, 8]
+    response = await stub.fetch("https://example.com/path?q=1", method="POST")
+    assert response.status == 200
+    assert await response.text() == "POST https://example.com/path?q=1"
+
+
+async def test_namespace_methods(harness_factory: Any) -> None:
+    h = await harness_factory({"STORE": Store})
+    ns = h.env.STORE
+    named = ns.idFromName("x")
+    assert ns.get(named).id.equals(named)
+    assert ns.getByName("x").name == "x"
+    unique = ns.newUniqueId()
+    assert ns.idFromString(str(unique)).equals(unique)
+    assert ns.jurisdiction("eu") is ns
+    with pytest.raises(TypeError):
+        ns.get("not-an-id")
