@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .alarms import MAX_ALARM_RETRIES, AlarmInfo, retry_delay_ms
 from .clock import TimerHandle
-from .compat import call_relaxed
+from .compat import as_js_buffer, call_relaxed
 from .context import DurableObjectState
 from .errors import BlockConcurrencyTimeoutError, ObjectResetError
 from .hibernation import SocketRegistry
@@ -165,7 +165,7 @@ class ObjectHost:
             except asyncio.CancelledError:
                 reset = self._reset_reason.pop(task, None)
                 if reset is not None and not _self_cancelled():
-                    raise ObjectResetError(reset.reason) from None
+                    raise type(reset)(reset.reason) from None
                 raise
             finally:
                 self._events.discard(task)
@@ -317,8 +317,9 @@ class ObjectHost:
                 peer._receive(pair.response)  # answered without waking the object
             self.sockets.note_auto_response(ws, self.runtime.clock.now())
             return
+        data = as_js_buffer(message) if isinstance(message, bytes) else message
         self._spawn_socket_event(
-            "webSocketMessage", lambda inst: call_relaxed(inst.webSocketMessage, ws, message)
+            "webSocketMessage", lambda inst: call_relaxed(inst.webSocketMessage, ws, data)
         )
 
     def deliver_socket_close(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:

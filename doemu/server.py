@@ -134,7 +134,7 @@ class DoemuApp:
             body = await self._read_body(scope, receive)
             request = self._request(scope, body)
             response = await self._dispatch(scope, request)
-            if response.web_socket is not None:
+            if response._web_socket is not None:
                 raise HttpError(
                     500, "fetch() returned a 101 WebSocket response to a plain HTTP request"
                 )
@@ -242,7 +242,7 @@ class DoemuApp:
             response = await self._dispatch(scope, request)
         except HttpError as exc:
             response = _json_response(exc.status, {"error": exc.message})
-        client = response.web_socket
+        client = response._web_socket
         if client is None or response.status != 101:
             if response.status == 101 or response.status < 200:
                 response = _json_response(

@@ -53,9 +53,10 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(
             assert response.status_code == status, (path, response.text)
             assert fragment in response.json()["error"], (path, response.text)
         # A user error inside fetch() is a JSON 500, and the object still works.
-        response = http.put("/COUNTER/x/kv/k", content=b"\xff\xfe not utf-8")
+        response = http.post("/COUNTER/x/echo", content=b"{broken json")
         assert response.status_code == 500
-        assert "UnicodeDecodeError" in response.json()["error"]
+        assert "JSONDecodeError" in response.json()["error"]
+        assert http.post("/COUNTER/x/echo", json={"a": 1}).json() == {"echo": {"a": 1}}
         assert http.post("/COUNTER/x/incr").json() == {"value": 2}
 
 

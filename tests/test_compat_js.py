@@ -145,3 +145,10 @@ def test_js_all_is_explicit_and_resolves() -> None:
     for name in js.__all__:
         assert hasattr(js, name), name
     assert "set_clock" not in js.__all__
+
+
+async def test_js_response_new_copies_another_response() -> None:
+    original = Response.new("a", {"status": 203, "statusText": "Copied", "headers": {"x": "1"}})
+    copy = Response.new("b", original)
+    assert (copy.status, copy.status_text, copy.headers["x"]) == (203, "Copied", "1")
+    assert await copy.text() == "b"

@@ -152,11 +152,11 @@ def test_close_accepts_valid_codes(code: int) -> None:
 def test_close_delivers_to_the_peer_close_sink() -> None:
     client, server = pair()
     server.accept()
-    closes: list[tuple[int, str]] = []
-    client._close_sink = lambda code, reason: closes.append((code, reason))
+    closes: list[tuple[int, str, bool]] = []
+    client._close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
     server.close(1001, "going away")
     server.close(1000)  # a second close is ignored
-    assert closes == [(1001, "going away")]
+    assert closes == [(1001, "going away", True)]
     assert server.readyState == WebSocket.READY_STATE_CLOSING
     client._forward_close(1001, "going away")  # the network echoes the close
     assert server.readyState == WebSocket.READY_STATE_CLOSED
@@ -165,10 +165,10 @@ def test_close_delivers_to_the_peer_close_sink() -> None:
 def test_close_without_code_sends_1005() -> None:
     client, server = pair()
     server.accept()
-    closes: list[tuple[int, str]] = []
-    client._close_sink = lambda code, reason: closes.append((code, reason))
+    closes: list[tuple[int, str, bool]] = []
+    client._close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
     server.close()
-    assert closes == [(1005, "")]
+    assert closes == [(1005, "", True)]
 
 
 def test_in_memory_pair_completes_the_close_handshake() -> None:
@@ -194,22 +194,26 @@ def test_auto_reply_can_be_disabled() -> None:
 def test_remote_close_on_hibernatable_socket_auto_replies() -> None:
     client, server = pair()
     server._accept_hibernatable()
-    replies: list[tuple[int, str]] = []
-    client._close_sink = lambda code, reason: replies.append((code, reason))
+    seen: list[tuple[str, int, str, bool]] = []
+    server._close_sink = lambda code, reason, clean: seen.append(("server", code, reason, clean))
+    client._close_sink = lambda code, reason, clean: seen.append(("client", code, reason, clean))
     client._couple()
     client._forward_close(1000, "client left")
     assert server.readyState == WebSocket.READY_STATE_CLOSED
-    assert replies == [(1000, "client left")]
+    assert seen == [("server", 1000, "client left", True), ("client", 1000, "client left", True)]
     server.close(1000)  # closing again in webSocketClose is harmless
 
 
 def test_unclean_disconnect_does_not_auto_reply() -> None:
     client, server = pair()
     server.accept()
-    replies: list[tuple[int, str]] = []
-    client._close_sink = lambda code, reason: replies.append((code, reason))
+    replies: list[tuple[int, str, bool]] = []
+    got: list[tuple[int, str, bool]] = []
+    client._close_sink = lambda code, reason, clean: replies.append((code, reason, clean))
+    server._close_sink = lambda code, reason, clean: got.append((code, reason, clean))
     client._forward_close(1006, "WebSocket disconnected without sending Close frame.", False)
     assert replies == []
+    assert got == [(1006, "WebSocket disconnected without sending Close frame.", False)]
     assert server.readyState == WebSocket.READY_STATE_CLOSING
 
 
@@ -227,6 +231,18 @@ def test_error_closes_the_socket() -> None:
     assert events[0].error is boom and events[0].message == "boom"
     server.send("dropped")  # sends after an error are dropped
     server.close()  # and so is close
+
+
+def test_error_sink_takes_the_error_instead_of_an_event() -> None:
+    client, server = pair()
+    server._accept_hibernatable()
+    errors: list[BaseException] = []
+    server._error_sink = errors.append
+    boom = ConnectionResetError("gone")
+    client._forward_error(boom)
+    assert errors == [boom]
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
+    assert not server._inbox
 
 
 # -- accept / hibernation / coupling --------------------------------------------------------------

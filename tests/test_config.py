@@ -774,3 +774,12 @@ def test_pyproject_without_tool_doemu_and_find_pyproject(tmp_path: Path) -> None
 )
 def test_parse_idle_timeout(value: object, expected: tuple[float, float] | None) -> None:
     assert parse_idle_timeout(value) == expected
+
+
+def test_public_names_are_exported() -> None:
+    import doemu.config
+    import doemu.loader
+
+    for module in (doemu.config, doemu.loader):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"

@@ -2,15 +2,8 @@
 
 User code imports ``workers``, ``js`` and ``pyodide.ffi`` exactly as on Cloudflare;
 :func:`install_modules` makes those imports resolve to the modules of this package:
-
-============== ==================================
-import name    module
-============== ==================================
-``workers``    :mod:`doemu.compat.workers`
-``js``         :mod:`doemu.compat.js`
-``pyodide``    :mod:`doemu.compat.pyodide`
-``pyodide.ffi`` :mod:`doemu.compat.pyodide.ffi`
-============== ==================================
+``workers`` → :mod:`doemu.compat.workers`, ``js`` → :mod:`doemu.compat.js`, ``pyodide`` →
+:mod:`doemu.compat.pyodide` and ``pyodide.ffi`` → :mod:`doemu.compat.pyodide.ffi`.
 
 The rest of this module is doemu-internal plumbing for the runtime: :func:`call_relaxed`,
 the clock behind ``Date.now()`` (:func:`set_clock`), the targets of ``workers.env`` and

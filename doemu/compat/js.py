@@ -19,6 +19,7 @@ from http import HTTPStatus
 from typing import Any
 
 from . import _state
+from .fetch_api import FetchResponse as _FetchResponse
 from .fetch_api import Headers as _Headers
 from .fetch_api import HeadersInit
 from .fetch_api import Request as _Request
@@ -120,8 +121,18 @@ class Object:
         return [[k, v] for k, v in obj.items()]
 
 
-def _init(init: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-    options = dict(init or {})
+def _init(
+    init: Mapping[str, Any] | _FetchResponse | None, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    if isinstance(init, _FetchResponse):  # new Response(body, otherResponse)
+        options: dict[str, Any] = {
+            "status": init._status,
+            "statusText": init._status_text,
+            "headers": init._headers.copy(),
+            "webSocket": init._web_socket,
+        }
+    else:
+        options = dict(init or {})
     options.update(kwargs)
     return options
 
@@ -142,7 +153,10 @@ class Response:
     """
 
     @staticmethod
-    def new(body: Any = None, init: Mapping[str, Any] | None = None, /, **kwargs: Any) -> _Response:
+    def new(
+        body: Any = None, init: Mapping[str, Any] | _FetchResponse | None = None, /, **kwargs: Any
+    ) -> _Response:
+        """``new Response(body, init)``; ``init`` may also be another response to copy from."""
         options = _init(init, kwargs)
         return _Response(
             _js_body(body),

@@ -10,8 +10,12 @@ Internal hooks (for the runtime and the server; never part of the Cloudflare sur
     Receives each message sent *to* this end by its peer. Without a sink, an accepted
     (``accept()``) end dispatches a ``message`` event to its listeners; otherwise the message is
     queued in ``_inbox`` (a deque, drained by whoever installs a sink later).
-``_close_sink: Callable[[int, str], None] | None``
-    Receives the close the peer sent (code ``1005`` when ``close()`` had no code).
+``_close_sink: Callable[[int, str, bool], None] | None``
+    Receives ``(code, reason, was_clean)`` of the close the peer sent (code ``1005`` when
+    ``close()`` had no code; ``was_clean=False`` when the remote side vanished).
+``_error_sink: Callable[[BaseException], None] | None``
+    Receives the error that broke the connection (once). Without it, an accepted end raises an
+    ``error`` event.
 ``_before_send: Callable[[], None] | None``
     Called before every ``send``/``close`` leaves this end (the output gate: commit writes first).
 ``_forward(message)``, ``_forward_close(code, reason, was_clean)``, ``_forward_error(error)``
@@ -146,7 +150,8 @@ class WebSocket:
         self._listeners: dict[str, list[Callable[[Any], Any]]] = {}
         self._inbox: deque[Message | Event] = deque()
         self._sink: Callable[[Message], None] | None = None
-        self._close_sink: Callable[[int, str], None] | None = None
+        self._close_sink: Callable[[int, str, bool], None] | None = None
+        self._error_sink: Callable[[BaseException], None] | None = None
         self._before_send: Callable[[], None] | None = None
         self._host: Any = None
 
@@ -312,7 +317,7 @@ class WebSocket:
             return
         self._closed_incoming = True
         if self._close_sink is not None:
-            self._close_sink(code, reason)
+            self._close_sink(code, reason, was_clean)
         elif self._dispatching:
             self._queue_or_dispatch(CloseEvent(code, reason, was_clean))
         elif not self._hibernatable:
@@ -334,7 +339,9 @@ class WebSocket:
             return
         self._error = error
         self._outgoing_aborted = True
-        if self._dispatching:
+        if self._error_sink is not None:
+            self._error_sink(error)
+        elif self._dispatching:
             self._queue_or_dispatch(ErrorEvent(error))
         elif not self._hibernatable:
             self._inbox.append(ErrorEvent(error))

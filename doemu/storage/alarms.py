@@ -6,6 +6,11 @@ alarm, and ``getAlarm`` sees the uncommitted value. The runtime's scheduler and 
 alarm table must only learn of a change once it is durable: :class:`AlarmStore` reports the final
 value of each committed change, once, through ``on_alarm_commit`` (not on rollback, not when the
 value ends up unchanged).
+
+While the runtime delivers an alarm (between :meth:`AlarmStore.begin_delivery` and
+:meth:`AlarmStore.end_delivery`), the alarm counts as started: ``getAlarm()`` returns None unless
+the handler sets a new one, as on Cloudflare. ``end_delivery`` tells the runtime whether the
+handler changed the alarm (which cancels a retry) and consumes the alarm after a success.
 """
 
 from __future__ import annotations
@@ -46,7 +51,16 @@ def to_epoch_ms(when: Any) -> float:
 class AlarmStore:
     """Reads and writes the alarm row and reports committed changes."""
 
-    __slots__ = ("_clock", "_committed", "_conn", "_on_commit", "_touched", "has_alarm_handler")
+    __slots__ = (
+        "_clock",
+        "_committed",
+        "_conn",
+        "_delivering",
+        "_delivery_touched",
+        "_on_commit",
+        "_touched",
+        "has_alarm_handler",
+    )
 
     def __init__(
         self,
@@ -61,12 +75,25 @@ class AlarmStore:
         self.has_alarm_handler = has_alarm_handler
         self._on_commit = on_alarm_commit
         self._touched = False
-        self._committed = self.get()
+        self._delivering: float | None = None
+        self._delivery_touched = False
+        self._committed = self.stored()
 
-    def get(self) -> float | None:
-        """The alarm time in ms, including an uncommitted change; None if no alarm is set."""
+    def stored(self) -> float | None:
+        """The alarm row (uncommitted changes included), whatever the delivery state."""
         row = self._conn.read(_GET, (_KEY,)).fetchone()
         return None if row is None else float(clone.decode(row[0]))
+
+    def get(self) -> float | None:
+        """``getAlarm()``: the alarm time in ms, or None (also while it is being delivered)."""
+        if self._delivering is not None and not self._delivery_touched:
+            return None
+        return self.stored()
+
+    def _changed(self) -> None:
+        self._touched = True
+        if self._delivering is not None:
+            self._delivery_touched = True
 
     def set(self, when: Any) -> None:
         """``setAlarm(when)``: validate as workerd does, clamp the past to now, store."""
@@ -81,19 +108,46 @@ class AlarmStore:
         # workerd moves times in the past to "now" so they fire promptly and stay unique.
         scheduled = max(scheduled, int(self._clock.now()))
         self._conn.write(_SET, (_KEY, clone.encode(float(scheduled))))
-        self._touched = True
+        self._changed()
 
     def delete(self) -> None:
         """``deleteAlarm()``: a no-op when no alarm is set."""
         self._conn.write(_DELETE, (_KEY,))
+        self._changed()
+
+    def set_internal(self, when: float | None) -> None:
+        """The runtime's own write (retry times, dropping, run-now): no validation, no clamping."""
+        if when is None:
+            self._conn.write(_DELETE, (_KEY,))
+        else:
+            self._conn.write(_SET, (_KEY, clone.encode(float(when))))
         self._touched = True
+
+    def begin_delivery(self, scheduled: float) -> None:
+        """The alarm handler for the alarm due at ``scheduled`` starts."""
+        self._delivering = scheduled
+        self._delivery_touched = False
+
+    def end_delivery(self, *, success: bool) -> bool:
+        """The handler finished; True if it set or deleted the alarm itself.
+
+        After a success that left the alarm alone, the delivered alarm is deleted (inside the
+        implicit transaction: the caller commits). After a failure it is left for the retry.
+        """
+        scheduled, touched = self._delivering, self._delivery_touched
+        self._delivering = None
+        self._delivery_touched = False
+        if success and not touched and scheduled is not None and self.stored() == scheduled:
+            self._conn.write(_DELETE, (_KEY,))
+            self._touched = True
+        return touched
 
     def after_commit(self) -> None:
         """Called once the implicit transaction committed: report a changed alarm, once."""
         if not self._touched:
             return
         self._touched = False
-        current = self.get()
+        current = self.stored()
         if current != self._committed:
             self._committed = current
             if self._on_commit is not None:

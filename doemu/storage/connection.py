@@ -145,7 +145,7 @@ class StorageConnection:
         self.authorizer.denial = None
         try:
             yield
-        except sqlite3.Error:
+        except BaseException:
             if self._txn_open and not self.db.in_transaction:
                 # Some errors (ON CONFLICT ROLLBACK, SQLITE_FULL…) end the whole transaction.
                 self._lost()

@@ -51,25 +51,34 @@ class IteratorResult(Generic[T]):
 class SqlCursor:
     """The cursor of the last statement of one ``sql.exec()`` call."""
 
-    __slots__ = ("_columns", "_cursor", "_map_error", "_rows_read", "_rows_written")
+    __slots__ = ("_buffer", "_columns", "_cursor", "_map_error", "_rows_read", "_rows_written")
 
     def __init__(
         self,
-        cursor: sqlite3.Cursor | None,
+        cursor: sqlite3.Cursor,
         rows_written: int,
         map_error: Callable[[sqlite3.Error], SqlError],
+        buffered: list[tuple[Any, ...]] | None = None,
     ) -> None:
-        self._cursor = cursor
-        description = cursor.description if cursor is not None else None
+        description = cursor.description
         self._columns = [column[0] for column in description] if description else []
         self._rows_read = 0
         self._rows_written = rows_written
         self._map_error = map_error
-        if not self._columns and cursor is not None:
-            cursor.close()  # a statement without results: nothing to fetch
+        # Rows already fetched (statements that write and return rows are drained at once, so
+        # no write statement is left in progress when the turn commits).
+        self._buffer = iter(buffered) if buffered is not None else None
+        self._cursor: sqlite3.Cursor | None = cursor
+        if buffered is not None or not self._columns:
+            cursor.close()  # nothing (more) to fetch from SQLite
             self._cursor = None
 
     def _next_values(self) -> tuple[Any, ...] | None:
+        if self._buffer is not None:
+            buffered = next(self._buffer, None)
+            if buffered is not None:
+                self._rows_read += 1
+            return buffered
         cursor = self._cursor
         if cursor is None:
             return None
@@ -108,14 +117,16 @@ class SqlCursor:
 
     def toArray(self) -> list[SqlRow]:
         """Every remaining row."""
-        cursor = self._cursor
-        if cursor is None:
+        if self._buffer is not None:
+            rows = list(self._buffer)
+        elif self._cursor is not None:
+            cursor, self._cursor = self._cursor, None
+            try:
+                rows = cursor.fetchall()
+            except sqlite3.Error as exc:
+                raise self._map_error(exc) from exc
+        else:
             return []
-        self._cursor = None
-        try:
-            rows = cursor.fetchall()
-        except sqlite3.Error as exc:
-            raise self._map_error(exc) from exc
         self._rows_read += len(rows)
         columns = self._columns
         return [SqlRow(zip(columns, values, strict=True)) for values in rows]
@@ -135,6 +146,7 @@ class SqlCursor:
         return RawIterator(self)
 
     def _close(self) -> None:
+        self._buffer = None
         if self._cursor is not None:
             self._cursor.close()
             self._cursor = None

@@ -173,7 +173,15 @@ class SqlStorage:
                 raise self._error(exc) from None
             except OverflowError as exc:
                 raise SqlError(f"SQL binding out of range: {exc}") from None
-        return SqlCursor(cursor, db.total_changes - before, self._error)
+            buffered = None
+            if cursor.description and "returning" in statements[-1].lower():
+                # A write with RETURNING stays "in progress" until drained, which would make
+                # the turn's COMMIT fail, and SQLite counts its changes only at the end.
+                try:
+                    buffered = cursor.fetchall()
+                except sqlite3.Error as exc:
+                    raise self._error(exc) from None
+        return SqlCursor(cursor, db.total_changes - before, self._error, buffered)
 
     def _error(self, exc: sqlite3.Error) -> SqlError:
         """Turn a ``sqlite3`` error into workerd's ``message: SQLITE_CODE`` form."""

@@ -170,6 +170,26 @@ class ObjectStorage(AsyncKvMethods):
     def has_alarm_handler(self, value: bool) -> None:
         self._alarms.has_alarm_handler = value
 
+    def alarm_time(self) -> float | None:
+        """The stored alarm time (uncommitted changes included), even while it is delivered."""
+        return self._alarms.stored()
+
+    def set_alarm_internal(self, when: float | None) -> None:
+        """Write the alarm for the runtime (retry time, drop, run-now) without ``setAlarm``'s
+        validation or clamping; reported through ``on_alarm_commit`` once committed."""
+        self._alarms.set_internal(when)
+
+    def begin_alarm_delivery(self, scheduled: float) -> None:
+        """The ``alarm`` handler for the alarm due at ``scheduled`` starts: from now on
+        ``getAlarm()`` returns None unless the handler sets a new alarm."""
+        self._alarms.begin_delivery(scheduled)
+
+    def end_alarm_delivery(self, *, success: bool) -> bool:
+        """The handler finished. Returns True if it set or deleted the alarm itself (which
+        cancels a retry). After a success that left the alarm alone, the delivered alarm is
+        deleted in the implicit transaction; commit to make that durable."""
+        return self._alarms.end_delivery(success=success)
+
     @property
     def commit_count(self) -> int:
         """How many implicit transactions this storage has committed (diagnostics, tests)."""

@@ -8,6 +8,7 @@ object called ``<name>``:
     PUT  /COUNTER/<name>/kv/<key>    store the request body in KV;  GET reads it back
     POST /COUNTER/<name>/alarm?in_ms=3000   set the object's alarm
     GET  /COUNTER/<name>/alarms      the alarm log (every alarm that fired)
+    POST /COUNTER/<name>/echo        parse the JSON body and send it back
     GET  /COUNTER/<name>/ws          upgrade to a hibernatable WebSocket (echo + counter)
 """
 
@@ -55,6 +56,8 @@ class Counter(DurableObject):
         if action == "alarms":
             rows = sql.exec("SELECT fired_at, scheduled, retry_count FROM alarm_log").toArray()
             return Response.json([dict(r) for r in rows])
+        if action == "echo" and request.method == "POST":
+            return Response.json({"echo": await request.json()})
         if action == "boots":
             return Response.json(sql.exec("SELECT count(*) AS n FROM boots").one()["n"])
         if action == "ws":

@@ -1,0 +1,486 @@
+"""ctx.storage.sql: exec, cursors, multi-statement queries, bindings and the authorizer."""
+
+from __future__ import annotations
+
+import enum
+import pathlib
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+
+from doemu.clock import ManualClock
+from doemu.errors import SqlError, SqlNotAllowedError, StorageError
+from doemu.storage import IteratorResult, ObjectStorage, SqlRow, StorageLimits
+from doemu.storage.messages import (
+    ONE_MULTIPLE,
+    ONE_NONE,
+    SQL_BINDINGS_ON_EARLIER_STATEMENT,
+    SQL_NO_STATEMENT,
+    SQL_NOT_ENABLED,
+    SQL_TRANSACTION,
+    SQL_WRONG_BINDING_COUNT,
+)
+from doemu.storage.sql import split_statements
+
+
+@pytest.fixture
+def storage(tmp_path: pathlib.Path) -> Iterator[ObjectStorage]:
+    s = ObjectStorage(tmp_path / "obj.sqlite", clock=ManualClock(1_000_000))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def artists(storage: ObjectStorage) -> ObjectStorage:
+    storage.sql.exec(
+        """
+        CREATE TABLE artist (artistid INTEGER PRIMARY KEY, artistname TEXT);
+        INSERT INTO artist (artistid, artistname) VALUES
+          (123, 'Alice'),
+          (456, 'Bob'),
+          (789, 'Charlie');
+        """
+    )
+    return storage
+
+
+# -- cursors -------------------------------------------------------------------------------------
+
+SELECT_ALL = "SELECT * FROM artist ORDER BY artistname ASC"
+
+
+def test_iteration_yields_rows_with_item_and_attribute_access(artists: ObjectStorage) -> None:
+    rows = list(artists.sql.exec(SELECT_ALL))
+    assert rows == [
+        {"artistid": 123, "artistname": "Alice"},
+        {"artistid": 456, "artistname": "Bob"},
+        {"artistid": 789, "artistname": "Charlie"},
+    ]
+    first = rows[0]
+    assert isinstance(first, SqlRow)
+    assert first["artistname"] == first.artistname == "Alice"
+    assert dict(first) == {"artistid": 123, "artistname": "Alice"}
+    assert list(first) == ["artistid", "artistname"]
+    with pytest.raises(AttributeError):
+        _ = first.missing
+
+
+def test_to_array(artists: ObjectStorage) -> None:
+    cursor = artists.sql.exec(SELECT_ALL)
+    assert [row.artistid for row in cursor.toArray()] == [123, 456, 789]
+    assert cursor.toArray() == []
+
+
+def test_next_returns_done_and_value(artists: ObjectStorage) -> None:
+    cursor = artists.sql.exec(SELECT_ALL)
+    first = cursor.next()
+    assert isinstance(first, IteratorResult)
+    assert first.done is False
+    assert first.value == {"artistid": 123, "artistname": "Alice"}
+    assert [row.artistname for row in cursor.toArray()] == ["Bob", "Charlie"]
+    assert cursor.next() == IteratorResult(done=True, value=None)
+
+
+def test_raw_shares_the_cursor_position(artists: ObjectStorage) -> None:
+    cursor = artists.sql.exec(SELECT_ALL)
+    raw = cursor.raw()
+    assert raw.next() == IteratorResult(False, [123, "Alice"])
+    assert [row.artistname for row in cursor.toArray()] == ["Bob", "Charlie"]
+    assert raw.next().done is True
+    assert artists.sql.exec(SELECT_ALL).raw().toArray() == [
+        [123, "Alice"],
+        [456, "Bob"],
+        [789, "Charlie"],
+    ]
+    assert list(artists.sql.exec("SELECT 1 AS a, 2 AS b").raw()) == [[1, 2]]
+
+
+def test_one(artists: ObjectStorage) -> None:
+    row = artists.sql.exec("SELECT * FROM artist WHERE artistname = ?", "Alice").one()
+    assert row.artistid == 123
+    with pytest.raises(SqlError) as none:
+        artists.sql.exec("SELECT * FROM artist WHERE artistname = ?", "Nobody").one()
+    assert str(none.value) == ONE_NONE
+    with pytest.raises(SqlError) as many:
+        artists.sql.exec(SELECT_ALL).one()
+    assert str(many.value) == ONE_MULTIPLE
+
+
+def test_column_names(artists: ObjectStorage) -> None:
+    assert artists.sql.exec(SELECT_ALL).columnNames == ["artistid", "artistname"]
+    joined = artists.sql.exec("SELECT a.artistid, b.artistid FROM artist a, artist b LIMIT 1")
+    assert joined.columnNames == ["artistid", "artistid"]
+    assert artists.sql.exec("UPDATE artist SET artistname = artistname").columnNames == []
+    empty = artists.sql.exec("SELECT * FROM artist WHERE 0")
+    assert empty.columnNames == ["artistid", "artistname"]
+    assert empty.toArray() == []
+
+
+def test_rows_read_and_written(artists: ObjectStorage) -> None:
+    cursor = artists.sql.exec("SELECT * FROM artist")
+    assert cursor.rowsRead == 0
+    cursor.next()
+    assert cursor.rowsRead == 1
+    cursor.toArray()
+    assert cursor.rowsRead == 3
+    assert cursor.rowsWritten == 0
+    update = artists.sql.exec("UPDATE artist SET artistname = upper(artistname)")
+    assert update.rowsWritten == 3
+    returning = artists.sql.exec("DELETE FROM artist WHERE artistid > ? RETURNING artistid", 200)
+    assert returning.rowsWritten == 2
+    assert sorted(row.artistid for row in returning) == [456, 789]
+    assert returning.rowsRead == 2
+
+
+def test_writes_happen_even_if_the_cursor_is_not_consumed(artists: ObjectStorage) -> None:
+    artists.sql.exec("INSERT INTO artist VALUES (1, 'Zed')")
+    artists.sql.exec("INSERT INTO artist VALUES (2, 'Yan') RETURNING *")
+    assert artists.sql.exec("SELECT count(*) AS n FROM artist").one().n == 5
+
+
+def test_value_types(storage: ObjectStorage) -> None:
+    row = storage.sql.exec(
+        "SELECT 1 AS i, 1.5 AS f, 'text' AS s, x'00ff' AS b, NULL AS n, ? AS big",
+        2**62,
+    ).one()
+    assert row == {"i": 1, "f": 1.5, "s": "text", "b": b"\x00\xff", "n": None, "big": 2**62}
+
+
+def test_database_size(storage: ObjectStorage) -> None:
+    before = storage.sql.databaseSize
+    assert before > 0
+    storage.sql.exec("CREATE TABLE big (x BLOB)")
+    storage.sql.exec("INSERT INTO big VALUES (zeroblob(200000))")
+    assert storage.sql.databaseSize > before + 150_000
+
+
+# -- multi-statement queries ---------------------------------------------------------------------
+
+
+def test_multi_statement_runs_all_and_returns_the_last_cursor(storage: ObjectStorage) -> None:
+    cursor = storage.sql.exec(
+        "CREATE TABLE t (a); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2); "
+        "SELECT a FROM t WHERE a > ?",
+        1,
+    )
+    assert cursor.toArray() == [{"a": 2}]
+
+
+def test_split_respects_strings_comments_and_trigger_bodies() -> None:
+    sql = """
+        -- leading comment; with a semicolon
+        CREATE TABLE t (a TEXT);
+        /* block; comment */
+        CREATE TRIGGER tr AFTER INSERT ON t BEGIN
+            INSERT INTO t SELECT 'x;y' WHERE 0;
+        END;
+        INSERT INTO t VALUES ('a;b'); -- trailing comment
+        ;;
+    """
+    statements = split_statements(sql)
+    assert len(statements) == 3
+    assert statements[1].strip().startswith("/* block; comment */")
+    assert split_statements("SELECT 1") == ["SELECT 1"]
+    assert split_statements("  -- only a comment\n ; /* x */ ") == []
+
+
+def test_multi_statement_with_trigger_and_strings(storage: ObjectStorage) -> None:
+    storage.sql.exec(
+        """
+        CREATE TABLE t (a TEXT);
+        CREATE TABLE log (a TEXT);
+        CREATE TRIGGER tr AFTER INSERT ON t BEGIN
+            INSERT INTO log VALUES (new.a || ';logged');
+        END;
+        INSERT INTO t VALUES ('x;y');
+        """
+    )
+    assert storage.sql.exec("SELECT a FROM log").one().a == "x;y;logged"
+
+
+def test_earlier_statement_error_keeps_previous_statements(storage: ObjectStorage) -> None:
+    with pytest.raises(SqlError, match="no such table: missing: SQLITE_ERROR"):
+        storage.sql.exec(
+            "CREATE TABLE t (a); INSERT INTO missing VALUES (1); INSERT INTO t VALUES (1)"
+        )
+    assert storage.sql.exec("SELECT count(*) AS n FROM t").one().n == 0
+
+
+def test_empty_query(storage: ObjectStorage) -> None:
+    for query in ("", "  ", "-- nothing\n", ";"):
+        with pytest.raises(SqlError) as info:
+            storage.sql.exec(query)
+        assert str(info.value) == SQL_NO_STATEMENT
+
+
+def test_query_must_be_a_string(storage: ObjectStorage) -> None:
+    with pytest.raises(TypeError, match="expects a string query"):
+        storage.sql.exec(b"SELECT 1")  # type: ignore[arg-type]
+
+
+# -- bindings ------------------------------------------------------------------------------------
+
+
+def test_binding_count_mismatch(storage: ObjectStorage) -> None:
+    for args in ((), (1, 2)):
+        with pytest.raises(SqlError) as info:
+            storage.sql.exec("SELECT ? AS a", *args)
+        assert str(info.value) == SQL_WRONG_BINDING_COUNT
+    with pytest.raises(SqlError) as info:
+        storage.sql.exec("SELECT 1", 1)
+    assert str(info.value) == SQL_WRONG_BINDING_COUNT
+
+
+def test_bindings_only_on_the_last_statement(storage: ObjectStorage) -> None:
+    storage.sql.exec("CREATE TABLE t (a)")
+    with pytest.raises(SqlError) as info:
+        storage.sql.exec("INSERT INTO t VALUES (?); SELECT * FROM t", 1)
+    assert str(info.value) == SQL_BINDINGS_ON_EARLIER_STATEMENT
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_binding_types(storage: ObjectStorage) -> None:
+    row = storage.sql.exec(
+        "SELECT ? AS n, ? AS t, ? AS f, ? AS i, ? AS r, ? AS s, ? AS b, ? AS ba, ? AS e",
+        None,
+        True,
+        False,
+        7,
+        2.5,
+        "str",
+        b"\x01",
+        bytearray(b"\x02"),
+        Level.HIGH,
+    ).one()
+    assert row == {
+        "n": None,
+        "t": 1,
+        "f": 0,
+        "i": 7,
+        "r": 2.5,
+        "s": "str",
+        "b": b"\x01",
+        "ba": b"\x02",
+        "e": 3,
+    }
+
+
+@pytest.mark.parametrize("value", [[1], {"a": 1}, object(), 1j])
+def test_unsupported_binding_type(storage: ObjectStorage, value: object) -> None:
+    with pytest.raises(
+        SqlError, match=f'SQL binding 1 has unsupported type "{type(value).__name__}"'
+    ):
+        storage.sql.exec("SELECT ?", value)
+
+
+def test_out_of_range_integer_binding(storage: ObjectStorage) -> None:
+    with pytest.raises(SqlError, match="out of range"):
+        storage.sql.exec("SELECT ?", 2**64)
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def test_sqlite_errors_use_workerds_format_and_keep_the_turn(storage: ObjectStorage) -> None:
+    storage.sql.exec("CREATE TABLE t (a INTEGER PRIMARY KEY)")
+    storage.sql.exec("INSERT INTO t VALUES (1)")
+    with pytest.raises(SqlError) as info:
+        storage.sql.exec("SELECT * FROM nope")
+    assert str(info.value) == "no such table: nope: SQLITE_ERROR"
+    with pytest.raises(SqlError) as constraint:
+        storage.sql.exec("INSERT INTO t VALUES (1)")
+    assert str(constraint.value) == "UNIQUE constraint failed: t.a: SQLITE_CONSTRAINT"
+    with pytest.raises(SqlError, match="syntax error"):
+        storage.sql.exec("SELEC 1")
+    assert storage.sql.exec("SELECT a FROM t").toArray() == [{"a": 1}]
+
+
+def test_on_conflict_rollback_drops_the_turn_but_not_the_connection(
+    storage: ObjectStorage, tmp_path: pathlib.Path
+) -> None:
+    storage.sql.exec("CREATE TABLE t (a INTEGER PRIMARY KEY ON CONFLICT ROLLBACK)")
+    storage.commit()
+    storage.sql.exec("INSERT INTO t VALUES (1)")
+    with pytest.raises(SqlError, match="SQLITE_CONSTRAINT"):
+        storage.sql.exec("INSERT INTO t VALUES (1)")
+    storage.sql.exec("INSERT INTO t VALUES (2)")
+    storage.commit()
+    assert storage.sql.exec("SELECT a FROM t").toArray() == [{"a": 2}]
+
+
+def test_sql_disabled_for_kv_backed_classes(tmp_path: pathlib.Path) -> None:
+    storage = ObjectStorage(tmp_path / "kv.sqlite", clock=ManualClock(0), sql_enabled=False)
+    try:
+        for attribute in ("sql", "kv"):
+            with pytest.raises(StorageError) as info:
+                getattr(storage, attribute)
+            assert str(info.value) == SQL_NOT_ENABLED
+        storage.put("still", "works")
+        assert storage.get("still").result() == "works"
+    finally:
+        storage.close()
+
+
+# -- the authorizer ------------------------------------------------------------------------------
+
+REFUSED = [
+    ("SELECT * FROM _cf_KV", "access to _cf_KV.key is prohibited: SQLITE_AUTH"),
+    ("SELECT value FROM _cf_KV", "access to _cf_KV.value is prohibited: SQLITE_AUTH"),
+    ("SELECT count(*) FROM _cf_METADATA", "not authorized: SQLITE_AUTH"),
+    ("SELECT * FROM _CF_kv", "access to _cf_KV.key is prohibited: SQLITE_AUTH"),
+    ("INSERT INTO _cf_KV VALUES ('k', x'00')", "not authorized: SQLITE_AUTH"),
+    ("UPDATE _cf_KV SET value = NULL", "not authorized: SQLITE_AUTH"),
+    ("DELETE FROM _cf_KV", "not authorized: SQLITE_AUTH"),
+    ("DROP TABLE _cf_KV", "not authorized: SQLITE_AUTH"),
+    ("ALTER TABLE _cf_KV ADD COLUMN x", "not authorized: SQLITE_AUTH"),
+    ("CREATE INDEX i ON _cf_KV (value)", "not authorized: SQLITE_AUTH"),
+    ("CREATE TABLE _cf_mine (a)", "not authorized: SQLITE_AUTH"),
+    ("CREATE VIEW _cf_v AS SELECT 1", "not authorized: SQLITE_AUTH"),
+    ("CREATE TRIGGER _cf_t AFTER INSERT ON t BEGIN SELECT 1; END", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA table_info(_cf_KV)", "not authorized: SQLITE_AUTH"),
+    ("BEGIN", SQL_TRANSACTION),
+    ("BEGIN TRANSACTION", SQL_TRANSACTION),
+    ("COMMIT", SQL_TRANSACTION),
+    ("END", SQL_TRANSACTION),
+    ("ROLLBACK", SQL_TRANSACTION),
+    ("SAVEPOINT x", SQL_TRANSACTION),
+    ("RELEASE x", SQL_TRANSACTION),
+    ("ROLLBACK TO x", SQL_TRANSACTION),
+    ("ATTACH DATABASE 'other.sqlite' AS other", "not authorized: SQLITE_AUTH"),
+    ("DETACH DATABASE other", "not authorized: SQLITE_AUTH"),
+    ("CREATE TEMP TABLE tmp (a)", "not authorized: SQLITE_AUTH"),
+    ("CREATE TEMPORARY VIEW tv AS SELECT 1", "not authorized: SQLITE_AUTH"),
+    ("CREATE TEMP TRIGGER tt AFTER INSERT ON t BEGIN SELECT 1; END", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA journal_mode", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA journal_mode = DELETE", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA synchronous = OFF", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA user_version", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA foreign_keys = maybe", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA data_version = 1", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA optimize(abc)", "not authorized: SQLITE_AUTH"),
+    ("PRAGMA TABLE_INFO(t)", "not authorized: SQLITE_AUTH"),
+    ("SELECT sqlite_version()", "not authorized to use function: sqlite_version: SQLITE_ERROR"),
+    ("CREATE VIRTUAL TABLE r USING rtree(id, x0, x1)", "not authorized: SQLITE_AUTH"),
+]
+
+
+@pytest.mark.parametrize(("query", "message"), REFUSED)
+def test_refused_sql_leaves_the_connection_usable(
+    storage: ObjectStorage, query: str, message: str
+) -> None:
+    storage.sql.exec("CREATE TABLE t (a)")
+    storage.sql.exec("INSERT INTO t VALUES (1)")
+    storage.put("kv", "value")
+    with pytest.raises(SqlNotAllowedError) as info:
+        storage.sql.exec(query)
+    assert str(info.value) == message
+    # The earlier writes of the turn survive, and the connection keeps working.
+    storage.sql.exec("INSERT INTO t VALUES (2)")
+    storage.commit()
+    assert storage.sql.exec("SELECT count(*) AS n FROM t").one().n == 2
+    assert storage.get("kv").result() == "value"
+
+
+ALLOWED_PRAGMAS = [
+    "PRAGMA table_info(t)",
+    "PRAGMA table_xinfo(t)",
+    "PRAGMA table_list",
+    "PRAGMA index_list(t)",
+    "PRAGMA index_info(t_a)",
+    "PRAGMA index_xinfo(t_a)",
+    "PRAGMA foreign_keys",
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA foreign_keys = 'off'",
+    "PRAGMA defer_foreign_keys = true",
+    "PRAGMA foreign_key_check",
+    "PRAGMA foreign_key_check(t)",
+    "PRAGMA foreign_key_list(t)",
+    "PRAGMA case_sensitive_like = 1",
+    "PRAGMA ignore_check_constraints = no",
+    "PRAGMA legacy_alter_table = off",
+    "PRAGMA recursive_triggers = yes",
+    "PRAGMA reverse_unordered_selects = false",
+    "PRAGMA data_version",
+    "PRAGMA quick_check",
+    "PRAGMA quick_check(5)",
+    "PRAGMA quick_check(t)",
+    "PRAGMA optimize",
+    "PRAGMA optimize(65538)",
+    "SELECT * FROM pragma_table_info('t')",
+]
+
+
+@pytest.mark.parametrize("query", ALLOWED_PRAGMAS)
+def test_allowed_pragmas(storage: ObjectStorage, query: str) -> None:
+    storage.sql.exec("CREATE TABLE t (a); CREATE INDEX t_a ON t (a)")
+    storage.sql.exec(query).toArray()
+
+
+def test_schema_changes_that_sqlite_runs_internally_are_allowed(storage: ObjectStorage) -> None:
+    storage.sql.exec(
+        """
+        CREATE TABLE t (a INTEGER, b TEXT DEFAULT CURRENT_TIMESTAMP);
+        ALTER TABLE t ADD COLUMN c TEXT;
+        ALTER TABLE t RENAME COLUMN c TO d;
+        ALTER TABLE t DROP COLUMN d;
+        ALTER TABLE t RENAME TO u;
+        CREATE VIEW v AS SELECT a FROM u;
+        WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 3)
+        INSERT INTO u (a) SELECT x FROM n;
+        """
+    )
+    row = storage.sql.exec(
+        "SELECT count(*) AS n, json_group_array(a) AS j, coalesce(max(a), 0) AS m, "
+        "typeof(b) AS tb FROM u"
+    ).one()
+    assert row == {"n": 3, "j": "[1,2,3]", "m": 3, "tb": "text"}
+    assert storage.sql.exec("SELECT * FROM v").toArray() == [{"a": 1}, {"a": 2}, {"a": 3}]
+
+
+def test_fts5_virtual_tables_are_allowed(storage: ObjectStorage) -> None:
+    if "ENABLE_FTS5" not in {
+        row[0] for row in sqlite3.connect(":memory:").execute("PRAGMA compile_options")
+    }:
+        pytest.skip("this SQLite build has no FTS5")
+    storage.sql.exec(
+        "CREATE VIRTUAL TABLE docs USING fts5(body); "
+        "INSERT INTO docs VALUES ('durable objects are fun');"
+    )
+    assert storage.sql.exec("SELECT body FROM docs WHERE docs MATCH 'durable'").one().body
+
+
+def test_views_cannot_leak_internal_tables(storage: ObjectStorage) -> None:
+    storage.sql.exec("CREATE VIEW v AS SELECT * FROM _cf_KV")  # SQLite checks reads at use
+    with pytest.raises(SqlNotAllowedError, match=r"access to _cf_KV\.key is prohibited"):
+        storage.sql.exec("SELECT * FROM v")
+
+
+def test_a_trusted_statement_is_never_reused_for_user_sql(storage: ObjectStorage) -> None:
+    storage.put("k", 1)  # prepares (and caches) the storage layer's own statements
+    with pytest.raises(SqlNotAllowedError):
+        storage.sql.exec("SELECT value FROM _cf_KV WHERE key = ?", "k")
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+
+def test_production_limits_cap_sql_values(tmp_path: pathlib.Path) -> None:
+    limited = ObjectStorage(
+        tmp_path / "limited.sqlite", clock=ManualClock(0), limits=StorageLimits.production()
+    )
+    try:
+        with pytest.raises(SqlError, match="SQLITE_TOOBIG"):
+            limited.sql.exec("SELECT ? AS s", "x" * 2_100_000)
+        with pytest.raises(SqlError, match="too many SQL variables"):
+            limited.sql.exec("SELECT " + ", ".join("?" * 101), *range(101))
+    finally:
+        limited.close()
+    unlimited = ObjectStorage(tmp_path / "unlimited.sqlite", clock=ManualClock(0))
+    try:
+        assert len(unlimited.sql.exec("SELECT ? AS s", "x" * 2_100_000).one().s) == 2_100_000
+    finally:
+        unlimited.close()
