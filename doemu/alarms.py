@@ -14,14 +14,16 @@ object host; this module only says *when* and *how long to back off*.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import logging
 import random
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -56,7 +58,7 @@ class AlarmInfo:
 
 def retry_delay_ms(retry_count: int, rng: random.Random) -> float:
     """Back-off before retry ``retry_count + 1``: 2, 4, 8, 16, 32, 64 s plus 0–25 % jitter."""
-    base = 2000.0 * (2**retry_count)
+    base = 2000.0 * float(2**retry_count)
     return base * (1.0 + 0.25 * rng.random())
 
 
@@ -106,7 +108,7 @@ class AlarmTable:
         self._conn.close()
 
 
-Deliver = Callable[[AlarmKey, float], Awaitable[None]]
+Deliver = Callable[[AlarmKey, float], Coroutine[Any, Any, None]]
 
 
 class AlarmScheduler:
@@ -203,9 +205,9 @@ class AlarmScheduler:
         self._arm()
 
     def _start(self, key: AlarmKey, when: float) -> None:
-        task = asyncio.get_running_loop().create_task(self._deliver(key, when))
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._deliver(key, when))
         self._running[key] = task
-        task.add_done_callback(lambda t, key=key: self._finished(key, t))
+        task.add_done_callback(functools.partial(self._finished, key))
 
     def _finished(self, key: AlarmKey, task: asyncio.Task[None]) -> None:
         self._running.pop(key, None)

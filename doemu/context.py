@@ -24,9 +24,12 @@ class DurableObjectState:
 
     __slots__ = ("_host", "id", "storage")
 
+    id: DurableObjectId
+    storage: ObjectStorage
+
     def __init__(self, host: ObjectHost, storage: ObjectStorage) -> None:
         self._host = host
-        self.id: DurableObjectId = host.id
+        self.id = host.id
         self.storage = storage
 
     # -- concurrency and lifetime ---------------------------------------------------------------

@@ -71,7 +71,7 @@ class ObjectHost:
     def __init__(self, namespace: Namespace, object_id: DurableObjectId) -> None:
         self.namespace = namespace
         self.runtime = namespace.runtime
-        self.id = object_id
+        self.id: DurableObjectId = object_id
         self.hex_id = str(object_id)
         self.state = Lifecycle.EVICTED
         self.instance: Any = None
@@ -255,7 +255,7 @@ class ObjectHost:
         raise ObjectResetError(message)
 
     def reset(self, reason: str, *, error: type[ObjectResetError] = ObjectResetError) -> None:
-        """Drop the instance and uncommitted writes; cancel in-flight work (callers get ``reason``)."""
+        """Drop the instance and uncommitted writes; in-flight callers get ``reason``."""
         if self.state is Lifecycle.EVICTED and not (self._events or self._blockers):
             return
         exc = error(reason)

@@ -44,7 +44,7 @@ class DurableObjectId:
         self._hex = hex_id.lower()
         self.name = name
 
-    def toString(self) -> str:  # noqa: N802 - Cloudflare's name
+    def toString(self) -> str:
         return self._hex
 
     def equals(self, other: object) -> bool:

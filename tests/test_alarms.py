@@ -146,7 +146,7 @@ async def test_set_alarm_inside_a_failing_handler_cancels_the_retry(harness_fact
     h = await harness_factory({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("rearm")
     rearm_at = h.clock.now() + 600_000
-    await stub.set_fail(True, rearm_in_handler=rearm_at)
+    await stub.set_fail(True, rearm_at)
     await stub.arm(h.clock.now() + 100)
     await h.advance(100)
     assert await stub.get_alarm() == rearm_at

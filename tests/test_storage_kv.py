@@ -119,15 +119,15 @@ async def test_refused_values_do_not_write(storage: ObjectStorage) -> None:
     assert await storage.list() == {}
 
 
-async def test_put_none_is_undefined(storage: ObjectStorage) -> None:
+async def test_none_is_a_value_and_a_missing_value_is_undefined(storage: ObjectStorage) -> None:
+    await storage.put("k", None)
+    assert await storage.list() == {"k": None}
     with pytest.raises(StorageTypeError) as info:
-        await storage.put("k", None)
-    assert str(info.value) == PUT_UNDEFINED
-    with pytest.raises(TypeError, match="undefined"):
         await storage.put("k")
-    await storage.put({"a": None, "b": 1})  # undefined entries are skipped
-    assert await storage.list() == {"b": 1}
-    await storage.put("n", [None])  # a nested None is a value
+    assert str(info.value) == PUT_UNDEFINED
+    await storage.put({"a": None, "b": 1})
+    assert await storage.get(["a", "b"]) == {"a": None, "b": 1}
+    await storage.put("n", [None])
     assert await storage.get("n") == [None]
 
 
@@ -167,7 +167,7 @@ async def test_unawaited_put_still_writes(storage: ObjectStorage, tmp_path: path
 
 
 async def test_errors_are_delivered_when_awaited(storage: ObjectStorage) -> None:
-    pending = storage.put("k", None)  # does not raise here, like a rejected promise
+    pending = storage.put("k")  # does not raise here, like a rejected promise
     with pytest.raises(StorageTypeError):
         await pending
 
@@ -298,7 +298,7 @@ def test_sync_kv(storage: ObjectStorage) -> None:
     kv = storage.kv
     assert kv.get("k") is None
     kv.put("k", [1, 2])
-    kv.put("none", None)  # the sync API stores undefined
+    kv.put("none", None)
     assert kv.get("k") == [1, 2]
     assert list(kv.list()) == [("k", [1, 2]), ("none", None)]
     assert kv.delete("k") is True
@@ -368,3 +368,11 @@ async def test_batch_count_limit(limited: ObjectStorage) -> None:
             await call(keys)
         assert str(info.value) == MAX_KEYS
     assert len(await limited.get(keys[:128])) == 128
+
+
+def test_public_names_are_exported() -> None:
+    import doemu.storage
+
+    for name in doemu.storage.__all__:
+        assert getattr(doemu.storage, name) is not None
+    assert "ObjectStorage" in doemu.storage.__all__

@@ -74,6 +74,27 @@ async def test_a_turns_writes_commit_together_when_it_yields(storage: ObjectStor
     assert storage.commit_count == before + 1
 
 
+async def test_awaiting_storage_never_yields_to_other_tasks(storage: ObjectStorage) -> None:
+    """The input gate: read-modify-write between two real awaits cannot interleave."""
+    interleaved: list[str] = []
+
+    async def other() -> None:
+        interleaved.append("other ran")
+
+    task = asyncio.create_task(other())
+    await storage.put("n", 0)
+    for _ in range(20):
+        await storage.put("n", await storage.get("n") + 1)
+        await storage.list()
+        await storage.getAlarm()
+        await storage.sync()
+        await storage.transaction(lambda txn: txn.get("n"))
+    assert interleaved == []
+    await task
+    assert interleaved == ["other ran"]
+    assert await storage.get("n") == 20
+
+
 async def test_each_turn_is_its_own_transaction(storage: ObjectStorage) -> None:
     before = storage.commit_count
     for i in range(3):
@@ -431,6 +452,64 @@ async def test_alarm_survives_reopen(tmp_path: pathlib.Path) -> None:
         assert reports == []  # already the committed value
     finally:
         second.close()
+
+
+# -- alarm delivery (runtime-facing) -------------------------------------------------------------
+
+
+async def test_successful_delivery_consumes_the_alarm(
+    storage: ObjectStorage, alarm_commits: list[float | None]
+) -> None:
+    await storage.setAlarm(NOW + 10)
+    await storage.sync()
+    storage.begin_alarm_delivery(NOW + 10)
+    assert await storage.getAlarm() is None  # started: not "set" any more
+    assert storage.alarm_time() == NOW + 10
+    assert storage.end_alarm_delivery(success=True) is False
+    assert storage.alarm_time() is None
+    storage.commit()
+    assert alarm_commits == [NOW + 10, None]
+
+
+async def test_failed_delivery_keeps_the_alarm_for_the_retry(
+    storage: ObjectStorage, alarm_commits: list[float | None]
+) -> None:
+    await storage.setAlarm(NOW + 10)
+    await storage.sync()
+    storage.begin_alarm_delivery(NOW + 10)
+    assert storage.end_alarm_delivery(success=False) is False
+    assert await storage.getAlarm() == NOW + 10
+    storage.set_alarm_internal(NOW + 2010)  # the runtime's retry time
+    storage.commit()
+    assert await storage.getAlarm() == NOW + 2010
+    assert alarm_commits == [NOW + 10, NOW + 2010]
+    storage.set_alarm_internal(None)  # dropped after the last retry
+    storage.commit()
+    assert alarm_commits == [NOW + 10, NOW + 2010, None]
+
+
+@pytest.mark.parametrize("success", [True, False])
+async def test_a_handler_that_sets_the_alarm_keeps_it(
+    storage: ObjectStorage, alarm_commits: list[float | None], success: bool
+) -> None:
+    await storage.setAlarm(NOW + 10)
+    await storage.sync()
+    storage.begin_alarm_delivery(NOW + 10)
+    await storage.setAlarm(NOW + 60_000)
+    assert await storage.getAlarm() == NOW + 60_000
+    assert storage.end_alarm_delivery(success=success) is True
+    await storage.sync()
+    assert await storage.getAlarm() == NOW + 60_000
+    assert alarm_commits == [NOW + 10, NOW + 60_000]
+
+
+async def test_set_alarm_internal_skips_validation(tmp_path: pathlib.Path) -> None:
+    storage = ObjectStorage(tmp_path / "i.sqlite", clock=ManualClock(NOW), has_alarm_handler=False)
+    try:
+        storage.set_alarm_internal(5.0)  # no handler check, no clamping
+        assert await storage.getAlarm() == 5.0
+    finally:
+        storage.close()
 
 
 # -- deleteAll and metadata ----------------------------------------------------------------------

@@ -9,9 +9,9 @@ Ordering is Cloudflare's: keys sort by their UTF-8 bytes. SQLite's BINARY collat
 TEXT with ``memcmp`` over the UTF-8 encoding, and Python compares ``str`` by code point, which is
 the same order, so ranges computed in Python and in SQL agree.
 
-``None`` plays JavaScript's ``undefined`` (Pyodide converts ``None`` to ``undefined``): ``get``
-of a missing key returns ``None``, ``put(key, None)`` is refused as in workerd, and entries whose
-value is ``None`` are skipped by a batch ``put``.
+``None`` is a value (JavaScript's ``null``): ``put(key, None)`` stores it. ``get`` of a missing key
+also returns ``None`` (JavaScript's ``undefined``), as Python has one null. ``put(key)`` without a
+value is workerd's ``put() called with undefined value.``
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class KvStore:
     def put_any(self, key_or_entries: Any, value: Any = MISSING) -> None:
         """``put(key, value)`` or ``put({key: value, ...})`` (an options dict may follow)."""
         if isinstance(key_or_entries, str):
-            if value is MISSING or value is None:
+            if value is MISSING:
                 raise StorageTypeError(messages.PUT_UNDEFINED)
             self.put(key_or_entries, value)
         elif isinstance(key_or_entries, Mapping):
@@ -249,8 +249,6 @@ class KvStore:
         rows: list[tuple[str, bytes]] = []
         for key, value in entries.items():
             check_key(key)
-            if value is None:  # JavaScript's undefined: workerd silently skips the entry
-                continue
             encoded = clone.encode(value)
             if self._limits is not None:
                 self._limits.check_batch((key,), 1, pairs=True)

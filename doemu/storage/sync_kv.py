@@ -3,8 +3,7 @@
 Same table, values, limits and ``list()`` options as the async API, but calls return directly
 (``api/sync-kv.c++``): ``get(key)`` → value or None, ``put(key, value)``, ``delete(key)`` → bool,
 ``list(options)`` → an iterator of ``(key, value)`` pairs (JavaScript yields ``[key, value]``
-arrays; tuples unpack the same way). Unlike ``storage.put``, ``kv.put(key, None)`` stores the
-value: workerd's sync ``put`` accepts ``undefined``.
+arrays; tuples unpack the same way). ``kv.put(key, None)`` stores ``None``.
 
 ``list()`` reads its whole range when called, so the iterator is a stable snapshot and, unlike
 workerd's, is not invalidated by a later ``list()`` call.

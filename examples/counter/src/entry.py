@@ -37,7 +37,9 @@ class Counter(DurableObject):
         action = parts[2] if len(parts) > 2 else "value"
         sql = self.ctx.storage.sql
         if action == "incr" and request.method == "POST":
-            row = sql.exec("UPDATE counter SET value = value + 1 WHERE id = 1 RETURNING value").one()
+            row = sql.exec(
+                "UPDATE counter SET value = value + 1 WHERE id = 1 RETURNING value"
+            ).one()
             return Response.json({"value": row["value"]})
         if action == "value":
             row = sql.exec("SELECT value FROM counter WHERE id = 1").one()
