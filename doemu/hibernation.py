@@ -51,18 +51,24 @@ class SocketRegistry:
     def accept(self, ws: Any, tags: Iterable[str] | None) -> None:
         if ws in self._tags:
             raise WebSocketError("Can't accept() WebSocket that was already accepted.")
-        tag_list = tuple(tags) if tags is not None else ()
-        if len(tag_list) > MAX_TAGS:
-            raise WebSocketError(f"A WebSocket can have a maximum of {MAX_TAGS} tags.")
-        for tag in tag_list:
+        # workerd's rules and texts: duplicates are ignored; at most 10 distinct tags of at most
+        # 256 characters each.
+        distinct: list[str] = []
+        for tag in tags if tags is not None else ():
             if not isinstance(tag, str):
                 raise WebSocketError(f"WebSocket tags must be strings, got {type(tag).__name__}.")
+            if tag in distinct:
+                continue
+            if len(distinct) >= MAX_TAGS:
+                raise WebSocketError(
+                    f"a Hibernatable WebSocket cannot have more than {MAX_TAGS} tags"
+                )
             if len(tag) > MAX_TAG_LENGTH:
                 raise WebSocketError(
-                    f"A WebSocket tag can be at most {MAX_TAG_LENGTH} characters long."
+                    f'"{tag}" is longer than the max tag length ({MAX_TAG_LENGTH} characters).'
                 )
-        if len(set(tag_list)) != len(tag_list):
-            raise WebSocketError("A WebSocket cannot have duplicate tags.")
+            distinct.append(tag)
+        tag_list = tuple(distinct)
         bind = getattr(ws, "_bind_host", None)
         if bind is None:
             raise WebSocketError(

@@ -174,7 +174,10 @@ class ObjectHost:
             self.inflight -= 1
             self.last_activity = self.runtime.clock.now()
             if not self.busy:
-                self.runtime.eviction.idle(self)
+                if self.live:
+                    self.runtime.eviction.idle(self)
+                else:
+                    self.namespace.forget(self)  # reset while this event was in flight
 
     async def _run(self, fn: Callable[[Any], Any]) -> Any:
         current_host.set(self)
@@ -306,6 +309,8 @@ class ObjectHost:
         self.state = Lifecycle.EVICTED
         self.generation += 1
         self.runtime.eviction.deactivated(self)
+        if not self.busy:
+            self.namespace.forget(self)
 
     # -- hibernatable WebSocket events ------------------------------------------------------------
     def deliver_socket_message(self, ws: Any, message: str | bytes) -> None:

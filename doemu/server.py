@@ -328,7 +328,9 @@ async def _bridge(client: WebSocket, receive: Receive, send: Send) -> None:
                 client._forward(text if text is not None else message.get("bytes") or b"")
             elif kind == "websocket.disconnect":
                 code = int(message.get("code", 1005))
-                if code == 1006:
+                # uvicorn reports a lost connection as 1006, or (sans-I/O implementation) as
+                # 1005 without a "reason" key; a received Close frame always carries "reason".
+                if code == 1006 or (code == 1005 and "reason" not in message):
                     client._forward_close(1006, ABNORMAL_CLOSE_REASON, False)
                 else:
                     client._forward_close(code, str(message.get("reason") or ""), True)

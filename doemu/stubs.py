@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from . import clone
 from .compat import call_relaxed, workers
 from .errors import DoemuError, ObjectResetError, RpcError
-from .host import current_host
+from .host import ObjectHost, current_host
 from .ids import DurableObjectId
 
 if TYPE_CHECKING:
@@ -93,12 +93,16 @@ class DurableObjectStub:
                 )
             return call_relaxed(handler, request)
 
-        response = await self._ns.host(self.id).call("fetch", invoke)
+        host = self._ns.host(self.id)
+        response = await host.call("fetch", invoke)
         if not isinstance(response, workers.Response):
             raise RpcError(
                 f"fetch() of {self._ns.class_name} must return a Response, "
                 f"got {type(response).__name__}"
             )
+        client = response._web_socket
+        if client is not None:
+            _pin_if_not_hibernatable(host, client)
         return response
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
@@ -137,6 +141,22 @@ class DurableObjectStub:
 
     def __repr__(self) -> str:
         return f"DurableObjectStub({self._ns.class_name}, {self.id})"
+
+
+def _pin_if_not_hibernatable(host: ObjectHost, client: Any) -> None:
+    """A socket the object handles itself (``server.accept()``) keeps the object in memory."""
+    server = getattr(client, "_peer", None)
+    if server is None or not getattr(server, "_dispatching", False):
+        return
+    host.sockets.pin(server)
+
+    def release(_event: Any) -> None:
+        host.sockets.unpin(server)
+        if not host.busy and host.live:
+            host.runtime.eviction.idle(host)
+
+    server.addEventListener("close", release)
+    server.addEventListener("error", release)
 
 
 def _gate_caller() -> None:

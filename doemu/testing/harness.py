@@ -57,6 +57,27 @@ class WorkerHarness:
         self._rng = random.Random(seed)
         self.runtime = self._new_runtime()
 
+    @classmethod
+    def from_config(cls, config: Path | str, **kwargs: Any) -> WorkerHarness:
+        """A harness for a whole project: its wrangler config, main module, bindings and vars."""
+        from ..config import load_config
+        from ..loader import load_worker
+
+        worker = load_config(config)
+        loaded = load_worker(worker)
+        kwargs.setdefault("vars", worker.vars)
+        return cls(
+            {
+                b.name: ClassSpec(
+                    loaded.classes[b.class_name].cls, loaded.classes[b.class_name].sql
+                )
+                for b in worker.bindings
+            },
+            worker_name=worker.name,
+            class_names={b.name: b.class_name for b in worker.bindings},
+            **kwargs,
+        )
+
     def _new_runtime(self) -> Runtime:
         return Runtime(
             worker_name=self.worker_name,

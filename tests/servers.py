@@ -1,0 +1,55 @@
+"""A real uvicorn server on loopback, inside the test's event loop (for WebSocket tests)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from doemu.runtime import Runtime
+from doemu.server import DoemuApp
+
+
+@dataclass
+class Served:
+    runtime: Runtime
+    url: str
+    ws_url: str
+
+
+@asynccontextmanager
+async def serve(runtime: Runtime, **app_options: Any) -> AsyncIterator[Served]:
+    """Serve ``runtime`` on a free loopback port until the block ends."""
+    app = DoemuApp(runtime, **app_options)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", ws_ping_interval=None
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.ensure_future(server.serve())
+    await until(lambda: server.started or task.done(), what="uvicorn to start")
+    if task.done():
+        await task
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield Served(runtime, f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}")
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def until(predicate: Callable[[], Any], *, timeout: float = 5.0, what: str = "it") -> Any:
+    """Poll ``predicate`` on the loop until truthy; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)
