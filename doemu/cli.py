@@ -1,18 +1,31 @@
 """``doemu``: the command line (click). ``doemu dev`` serves a worker; the other commands inspect
-and control a running server through the admin API, or read the persist dir when none runs."""
+and control a running server through the admin API, or read the persist dir when none runs.
+
+Every expected failure (a bad config, a bad setting, a busy port, no server for ``evict``) is a
+one-line ``Error: …`` and exit code 1; tracebacks are kept for bugs and for the user's own code.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import shlex
+import shutil
+import signal
 import socket
+import sqlite3
 import sys
-from collections.abc import Callable
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import quote, urlencode
 
 import click
 
@@ -20,6 +33,7 @@ from . import __version__
 from .adminclient import AdminClient, AdminUnavailable
 from .config import (
     DoemuSettings,
+    DurableObjectBinding,
     WorkerConfig,
     display_path,
     find_pyproject,
@@ -29,9 +43,13 @@ from .config import (
 from .errors import DoemuError
 from .ids import IdFactory, is_hex_id
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    import uvicorn
 
-_log = logging.getLogger("doemu.cli")
+    from .loader import LoadedWorker
+    from .runtime import Runtime
+
+__all__ = ["main"]
 
 _CONFIG = click.option(
     "--config",
@@ -40,9 +58,11 @@ _CONFIG = click.option(
     default=None,
     help="wrangler.toml / wrangler.jsonc (default: found in the current directory).",
 )
+_PERSIST_TO_HELP = "Where object files live.  [default: .doemu/state]"
+_TRACE = 5  # uvicorn's TRACE level, below DEBUG
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise click.ClickException(message)
 
 
@@ -50,7 +70,7 @@ def _load(config_path: Path | None) -> WorkerConfig:
     try:
         config = load_config(config_path)
     except DoemuError as exc:
-        raise click.ClickException(str(exc)) from None
+        _fail(str(exc))
     for warning in config.warnings:
         click.echo(f"warning: {warning}", err=True)
     return config
@@ -60,7 +80,24 @@ def _settings(config: WorkerConfig, cli: dict[str, Any]) -> DoemuSettings:
     try:
         return resolve_settings(cli, os.environ, find_pyproject(config), base_dir=config.base_dir)
     except DoemuError as exc:
-        raise click.ClickException(str(exc)) from None
+        _fail(str(exc))
+
+
+def _load_worker(worker: WorkerConfig) -> LoadedWorker:
+    """Import the worker. Errors of the user's own module propagate: their traceback is the point."""
+    from .loader import load_worker
+
+    try:
+        loaded = load_worker(worker)
+    except DoemuError as exc:
+        _fail(str(exc))
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return loaded
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,12 +111,7 @@ def main() -> None:
 @_CONFIG
 @click.option("--host", default=None, help="Interface to bind.  [default: 127.0.0.1]")
 @click.option("--port", type=int, default=None, help="Port (0 picks a free one).  [default: 8787]")
-@click.option(
-    "--persist-to",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Where object files live.  [default: .doemu/state]",
-)
+@click.option("--persist-to", type=click.Path(path_type=Path), default=None, help=_PERSIST_TO_HELP)
 @click.option(
     "--persist/--no-persist",
     default=None,
@@ -94,7 +126,7 @@ def main() -> None:
 @click.option(
     "--log-level",
     default=None,
-    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"]),
 )
 @click.option(
     "--admin-token",
@@ -125,52 +157,101 @@ def dev(config: Path | None, **flags: Any) -> None:
 
 
 def _setup_logging(level: str) -> None:
+    logging.addLevelName(_TRACE, "TRACE")  # "trace" is a valid setting; logging lacks the level
     logging.basicConfig(
-        level=level.upper(), format="%(levelname)-7s %(name)s: %(message)s", stream=sys.stderr
+        level=_TRACE if level == "trace" else level.upper(),
+        format="%(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the listening socket as uvicorn would, before anything else starts.
+
+    uvicorn reports a busy port with ``sys.exit`` inside its task (a traceback, exit code 3, and
+    a ``--no-persist`` temp dir left behind); binding first makes it a one-line error.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        _fail(f"cannot listen on {_url(host, port)}: {exc.strerror or exc}")
+    return sock
+
+
+@contextlib.contextmanager
+def _stop_signals(server: uvicorn.Server) -> Iterator[None]:
+    """Send SIGINT/SIGTERM to uvicorn's graceful shutdown, before, during and after ``serve()``.
+
+    Once it has shut down (storage committed), uvicorn restores the handlers it found and
+    re-raises the signal that stopped it. With Python's defaults that kills the process (exit
+    -15) or raises KeyboardInterrupt; with ``handle_exit`` installed it is a no-op and a graceful
+    stop exits 0. It also covers a signal that arrives before uvicorn installs its own handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in stops}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 async def _serve(worker: WorkerConfig, settings: DoemuSettings) -> None:
     import uvicorn
 
-    from .loader import load_worker
     from .runtime import ClassSpec, Runtime
     from .server import DoemuApp
     from .storage import StorageLimits
 
-    try:
-        loaded = load_worker(worker)
-    except DoemuError as exc:
-        raise click.ClickException(str(exc)) from None
-    runtime = Runtime(
-        worker_name=worker.name,
-        classes={name: ClassSpec(c.cls, c.sql) for name, c in loaded.classes.items()},
-        bindings={b.name: b.class_name for b in worker.bindings},
-        persist_dir=settings.persist_to if settings.persist else None,
-        vars=worker.vars,
-        idle_timeout=settings.idle_timeout,
-        max_live_objects=settings.max_live_objects,
-        limits=StorageLimits.production() if settings.limits == "production" else None,
-    )
-    app = DoemuApp(runtime, entry=loaded.entry, admin_token=settings.admin_token)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        lifespan="on",
-        log_level="warning" if settings.log_level == "info" else settings.log_level,
-        access_log=settings.log_level == "debug",
-        ws_ping_interval=None,
-    )
-    server = uvicorn.Server(config)
-    serving = asyncio.ensure_future(server.serve())
-    while not server.started:
-        if serving.done():
-            await serving
-            raise click.ClickException(f"could not start on {settings.host}:{settings.port}")
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    url = f"http://{settings.host}:{port}"
+    loaded = _load_worker(worker)
+    async with contextlib.AsyncExitStack() as cleanup:
+        sock = cleanup.enter_context(_listen(settings.host, settings.port))
+        try:
+            runtime = Runtime(
+                worker_name=worker.name,
+                classes={name: ClassSpec(c.cls, c.sql) for name, c in loaded.classes.items()},
+                bindings={b.name: b.class_name for b in worker.bindings},
+                persist_dir=settings.persist_to if settings.persist else None,
+                vars=worker.vars,
+                idle_timeout=settings.idle_timeout,
+                max_live_objects=settings.max_live_objects,
+                limits=StorageLimits.production() if settings.limits == "production" else None,
+            )
+        except (DoemuError, OSError) as exc:
+            _fail(f"cannot start the runtime: {exc}")
+        # Closing is idempotent: this commits and removes a temp dir even when uvicorn's lifespan
+        # shutdown did not run (startup failure, a second Ctrl-C).
+        cleanup.push_async_callback(runtime.close)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                DoemuApp(runtime, entry=loaded.entry, admin_token=settings.admin_token),
+                lifespan="on",
+                log_level="warning" if settings.log_level == "info" else settings.log_level,
+                access_log=settings.log_level in ("debug", "trace"),
+                ws_ping_interval=None,
+            )
+        )
+        cleanup.enter_context(_stop_signals(server))
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started:
+            if serving.done():
+                await serving
+                _fail("the server failed to start (see the log above)")
+            await asyncio.sleep(0.01)
+        _banner(worker, loaded, runtime, settings, _url(settings.host, sock.getsockname()[1]))
+        await serving
+
+
+def _banner(
+    worker: WorkerConfig, loaded: LoadedWorker, runtime: Runtime, settings: DoemuSettings, url: str
+) -> None:
+    """What is being served and where; the last line is the exact one harnesses wait for."""
     persist = (
         f"{display_path(runtime.persist_dir)} (persistent)"
         if settings.persist
@@ -185,50 +266,36 @@ async def _serve(worker: WorkerConfig, settings: DoemuSettings) -> None:
     for binding in worker.bindings:
         item = loaded.classes[binding.class_name]
         click.echo(f"  {binding.name} → {item.name} ({'sql' if item.sql else 'kv'}; {item.origin})")
-    pending = len(runtime.scheduler)
-    if pending:
-        click.echo(f"  alarms:  {pending} restored")
+    if len(runtime.scheduler):
+        click.echo(f"  alarms:  {len(runtime.scheduler)} restored")
     click.echo(f"doemu ready on {url}")
     sys.stdout.flush()
-    await serving
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
-    """Run ``doemu dev --no-reload`` as a child and restart it when a source file changes."""
+    """Run ``doemu dev --no-reload`` as a child and restart it when a source file changes.
+
+    The parent owns the port (a busy one fails here, ``0`` is fixed once so a restart keeps the
+    URL) and, with ``--no-persist``, the temp dir, so state survives reloads as on a code update.
+    """
     import watchfiles
 
-    port = settings.port or _free_port(settings.host)
+    with _listen(settings.host, settings.port) as probe:
+        port = probe.getsockname()[1]
+    temp = None if settings.persist else Path(tempfile.mkdtemp(prefix="doemu-"))
+    persist = (temp or settings.persist_to).resolve()
     args = [
-        sys.executable,
-        "-m",
-        "doemu",
-        "dev",
-        "--no-reload",
-        "--host",
-        settings.host,
-        "--port",
-        str(port),
-        "--log-level",
-        settings.log_level,
-        "--idle-timeout",
-        f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
-        "--limits",
-        settings.limits,
-    ]
+        sys.executable, "-m", "doemu", "dev", "--no-reload",
+        "--host", settings.host, "--port", str(port), "--persist-to", str(persist),
+        "--log-level", settings.log_level, "--limits", settings.limits,
+        "--idle-timeout", f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
+    ]  # fmt: skip
     if worker.source is not None:
         args += ["--config", str(worker.source)]
-    args += ["--persist-to", str(settings.persist_to)] if settings.persist else ["--no-persist"]
-    if settings.admin_token:
-        args += ["--admin-token", settings.admin_token]
     if settings.max_live_objects:
         args += ["--max-live-objects", str(settings.max_live_objects)]
-    persist = settings.persist_to.resolve()
+    if settings.admin_token:  # through the environment: argv is visible to every local user
+        os.environ["DOEMU_ADMIN_TOKEN"] = settings.admin_token
 
     def source_change(change: watchfiles.Change, path: str) -> bool:
         p = Path(path).resolve()
@@ -239,15 +306,21 @@ def _run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
         return p.suffix in {".py", ".toml", ".json", ".jsonc"}
 
     click.echo(f"doemu: watching {display_path(worker.base_dir)} for changes", err=True)
-    watchfiles.run_process(
-        worker.base_dir,
-        target=shlex.join(args),
-        target_type="command",
-        watch_filter=source_change,
-        callback=lambda changes: click.echo(
-            f"doemu: {len(changes)} change(s); restarting", err=True
-        ),
-    )
+    if temp is not None:
+        click.echo(f"doemu: --no-persist: state in {temp}, removed on exit", err=True)
+    try:
+        watchfiles.run_process(
+            worker.base_dir,
+            target=shlex.join(args),
+            target_type="command",
+            watch_filter=source_change,
+            callback=lambda changes: click.echo(
+                f"doemu: {len(changes)} change(s); restarting", err=True
+            ),
+        )
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------ classes
@@ -255,14 +328,9 @@ def _run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
 @_CONFIG
 def classes(config: Path | None) -> None:
     """List every Durable Object class and where it comes from."""
-    from .loader import describe_classes, load_worker
+    from .loader import describe_classes
 
-    worker = _load(config)
-    try:
-        loaded = load_worker(worker)
-    except DoemuError as exc:
-        raise click.ClickException(str(exc)) from None
-    for row in describe_classes(loaded):
+    for row in describe_classes(_load_worker(_load(config))):
         bindings = ", ".join(row["bindings"]) or "(no binding)"
         click.echo(
             f"{row['name']:<24} {bindings:<20} {'sql' if row['sql'] else 'kv ':<4} {row['origin']}"
@@ -272,24 +340,58 @@ def classes(config: Path | None) -> None:
 # ------------------------------------------------------------------ inspection via admin API
 _URL = click.option("--url", default=None, help="A running server. [default: from settings]")
 _TOKEN = click.option("--admin-token", default=None, envvar="DOEMU_ADMIN_TOKEN")
+_PERSIST_TO = click.option(
+    "--persist-to",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The persist dir to read when no server runs.  [default: .doemu/state]",
+)
 
 
-def _client(worker: WorkerConfig, url: str | None, token: str | None) -> AdminClient:
-    settings = _settings(worker, {})
-    return AdminClient(url or f"http://{settings.host}:{settings.port}", token)
+@dataclass(frozen=True)
+class _Target:
+    """What an inspection command looks at: a server's admin API, else its persist dir."""
+
+    worker: WorkerConfig
+    settings: DoemuSettings
+    client: AdminClient
+
+    def binding(self, name: str) -> DurableObjectBinding:
+        try:
+            return self.worker.binding(name)
+        except KeyError:
+            known = ", ".join(b.name for b in self.worker.bindings) or "none"
+            _fail(f"unknown binding {name!r} in {self.worker.source_name} (known: {known})")
 
 
-def _persist_dir(worker: WorkerConfig) -> Path:
-    return _settings(worker, {}).persist_to
+def _target(
+    config: Path | None, url: str | None, token: str | None, persist_to: Path | None = None
+) -> _Target:
+    worker = _load(config)
+    settings = _settings(worker, {"persist_to": persist_to})
+    if url is None:  # a server bound to every interface is reached on loopback
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
+        url = _url(host, settings.port)
+    return _Target(worker, settings, AdminClient(url, token or settings.admin_token))
 
 
-def _online(client: AdminClient, call: Callable[[AdminClient], Any]) -> Any:
+def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
+    """The admin API's answer, or ``None`` when no server answers (callers then go offline)."""
     try:
-        return call(client)
+        return call(target.client)
     except AdminUnavailable:
         return None
     except DoemuError as exc:
-        raise click.ClickException(str(exc)) from None
+        _fail(str(exc))
+    except ValueError:  # an answer that is not JSON: something else listens there
+        _fail(f"{target.client.base} answered, but it is not a doemu admin API")
+
+
+def _offline(target: _Target) -> Path:
+    """Say (on stderr, so stdout stays parseable) that the persist dir is read instead."""
+    root = target.settings.persist_to
+    click.echo(f"(no doemu server at {target.client.base}; reading {display_path(root)})", err=True)
+    return root
 
 
 def _echo_json(value: Any) -> None:
@@ -300,70 +402,86 @@ def _echo_json(value: Any) -> None:
 @_CONFIG
 @_URL
 @_TOKEN
+@_PERSIST_TO
 @click.argument("binding", required=False)
 def objects(
-    config: Path | None, url: str | None, admin_token: str | None, binding: str | None
+    config: Path | None,
+    url: str | None,
+    admin_token: str | None,
+    persist_to: Path | None,
+    binding: str | None,
 ) -> None:
     """List objects (live and evicted) of every binding, or of BINDING."""
-    worker = _load(config)
-    query = f"?binding={binding}" if binding else ""
-    found = _online(_client(worker, url, admin_token), lambda c: c.get("/objects" + query))
+    target = _target(config, url, admin_token, persist_to)
+    query = "?" + urlencode({"binding": binding}) if binding else ""
+    found = _online(target, lambda c: c.get("/objects" + query))
     if found is None:
-        found = asyncio.run(_offline_objects(worker, binding))
-        click.echo(f"(no server running; read {display_path(_persist_dir(worker))})", err=True)
+        found = _offline_objects(target, binding)
     for item in found:
         alarm = "" if item.get("alarm") is None else f" alarm={item['alarm']:.0f}"
         name = item.get("name") or "-"
         click.echo(f"{item['binding']:<12} {item['id']} {item['state']:<8} {name}{alarm}")
 
 
-async def _offline_objects(worker: WorkerConfig, binding: str | None) -> list[dict[str, Any]]:
-    from .alarms import AlarmTable
+def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any]]:
+    bindings = [target.binding(binding)] if binding else list(target.worker.bindings)
+    return asyncio.run(_scan(target.worker, _offline(target), bindings))
+
+
+async def _scan(
+    worker: WorkerConfig, root: Path, bindings: list[DurableObjectBinding]
+) -> list[dict[str, Any]]:
+    """Every stored object, read-only; bindings of one class share a directory, listed once."""
     from .inspection import read_meta
 
     out: list[dict[str, Any]] = []
-    root = _persist_dir(worker)
-    for b in worker.bindings:
-        if binding and b.name != binding:
-            continue
+    seen: set[str] = set()
+    for b in bindings:
         directory = root / worker.unique_key(b)
-        if not directory.is_dir():
+        if directory.name in seen or not directory.is_dir():
             continue
-        alarms: dict[str, float] = {}
-        if (directory / "metadata.sqlite").exists():
-            table = AlarmTable(directory / "metadata.sqlite")
-            alarms = {row[0]: row[1] for row in await table.load_all()}
-            table.close()
+        seen.add(directory.name)
+        alarms = await _stored_alarms(directory / "metadata.sqlite")
         for path in sorted(directory.glob("*.sqlite")):
             if not is_hex_id(path.stem):
                 continue
-            name = await read_meta(path, "name")
-            out.append(
-                {
-                    "binding": b.name,
-                    "id": path.stem,
-                    "state": "evicted",
-                    "name": name,
-                    "alarm": alarms.get(path.stem),
-                }
-            )
+            alarm, alarm_name = alarms.get(path.stem, (None, None))
+            name = await read_meta(path, "name") or alarm_name
+            item = {"binding": b.name, "id": path.stem, "state": "evicted", "name": name}
+            out.append({**item, "alarm": alarm})
     return out
 
 
-def _object_path(worker: WorkerConfig, binding: str, name: str) -> Path:
+async def _stored_alarms(path: Path) -> dict[str, tuple[float, str | None]]:
+    """``_cf_ALARM`` by object id, read-only: the CLI must never write a server's files."""
+    from .inspection import read_sql
+
+    if not path.exists():
+        return {}
+    query = "SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM"
     try:
-        b = worker.binding(binding)
-    except KeyError:
-        raise click.ClickException(f"unknown binding {binding!r}") from None
-    ids = IdFactory(worker.unique_key(b))
-    object_id = ids.from_string(name) if is_hex_id(name) and ids.owns(name) else ids.from_name(name)
-    return _persist_dir(worker) / worker.unique_key(b) / f"{object_id}.sqlite"
+        result = await read_sql(path, query, limit=sys.maxsize)
+    except sqlite3.Error:
+        return {}  # no table yet
+    return {str(r[0]): (float(r[1]), r[2]) for r in result["rows"]}
+
+
+def _object_file(target: _Target, binding: str, name: str) -> Path:
+    """The file of object NAME (a name, or a 64-hex id of this namespace, as the admin API)."""
+    key = target.worker.unique_key(target.binding(binding))
+    ids = IdFactory(key)
+    try:
+        object_id = ids.from_string(name) if is_hex_id(name) else ids.from_name(name)
+    except DoemuError as exc:
+        _fail(f"{binding}/{name}: {exc}")
+    return target.settings.persist_to / key / f"{object_id}.sqlite"
 
 
 @main.command()
 @_CONFIG
 @_URL
 @_TOKEN
+@_PERSIST_TO
 @click.option("--write", is_flag=True, help="Allow writes (runs inside the object).")
 @click.argument("binding")
 @click.argument("name")
@@ -372,88 +490,114 @@ def sql(
     config: Path | None,
     url: str | None,
     admin_token: str | None,
+    persist_to: Path | None,
     write: bool,
     binding: str,
     name: str,
     query: str,
 ) -> None:
     """Run QUERY on the object NAME (a name or a 64-hex id); read-only by default."""
-    from urllib.parse import quote
-
     from .inspection import read_sql
 
-    worker = _load(config)
-    path = f"/objects/{binding}/{quote(name, safe='')}/sql"
-    body = {"query": query, "write": write}
-    result = _online(_client(worker, url, admin_token), lambda c: c.post(path, body))
+    target = _target(config, url, admin_token, persist_to)
+    path = f"/objects/{quote(binding, safe='')}/{quote(name, safe='')}/sql"
+    result = _online(target, lambda c: c.post(path, {"query": query, "write": write}))
     if result is None:
         if write:
-            _fail("--write needs a running server (writes go through the object)")
-        file = _object_path(worker, binding, name)
+            _fail(
+                f"--write needs a running server (writes go through the object); "
+                f"none answers at {target.client.base}"
+            )
+        file = _object_file(target, binding, name)
+        _offline(target)
         if not file.exists():
             _fail(f"{binding}/{name} has no storage in {display_path(file.parent)}")
-        result = asyncio.run(read_sql(file, query))
+        try:
+            result = asyncio.run(read_sql(file, query))
+        except sqlite3.Error as exc:
+            hint = "; --write needs a running server" if "readonly" in str(exc) else ""
+            _fail(f"{binding}/{name}: {exc}{hint}")
     _echo_json(result)
+
+
+def _when(ms: float) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 @main.command()
 @_CONFIG
 @_URL
 @_TOKEN
-def alarms(config: Path | None, url: str | None, admin_token: str | None) -> None:
-    """List pending alarms."""
-    worker = _load(config)
-    found = _online(_client(worker, url, admin_token), lambda c: c.get("/objects"))
+@_PERSIST_TO
+def alarms(
+    config: Path | None, url: str | None, admin_token: str | None, persist_to: Path | None
+) -> None:
+    """List pending alarms (epoch ms, as getAlarm() returns them, and UTC)."""
+    target = _target(config, url, admin_token, persist_to)
+    found = _online(target, lambda c: c.get("/objects"))
     if found is None:
-        found = asyncio.run(_offline_objects(worker, None))
+        found = _offline_objects(target, None)
     for item in found:
         if item.get("alarm") is not None:
-            click.echo(
-                f"{item['binding']:<12} {item['id']} {item.get('name') or '-'} {item['alarm']:.0f}"
-            )
+            name = item.get("name") or "-"
+            when = f"{item['alarm']:.0f} {_when(item['alarm'])}"
+            click.echo(f"{item['binding']:<12} {item['id']} {name} {when}")
 
 
-def _control(action: str) -> Callable[..., None]:
-    def command(
-        config: Path | None,
-        url: str | None,
-        admin_token: str | None,
-        binding: str | None,
-        name: str | None,
-        all_: bool,
-    ) -> None:
-        from urllib.parse import quote
-
-        worker = _load(config)
-        client = _client(worker, url, admin_token)
-        if all_:
-            target = f"/{action}-all"
-        elif binding and name:
-            target = f"/objects/{binding}/{quote(name, safe='')}/{action}"
-        else:
-            _fail("give BINDING NAME, or --all")
-        result = _online(client, lambda c: c.post(target))
-        if result is None:
-            _fail(f"no doemu server at {client.base}: nothing is live to {action}")
-        _echo_json(result)
-
-    return command
+_ALL = click.option("--all", "all_", is_flag=True, help="Every live object.")
 
 
-for _action, _help in (
-    ("evict", "Evict gracefully (storage kept, sockets hibernate)."),
-    ("reset", "Reset: abort in-flight work and drop the instance."),
-):
-    main.command(name=_action, help=_help)(
-        _CONFIG(
-            _URL(
-                _TOKEN(
-                    click.option("--all", "all_", is_flag=True)(
-                        click.argument("name", required=False)(
-                            click.argument("binding", required=False)(_control(_action))
-                        )
-                    )
-                )
-            )
-        )
-    )
+@main.command()
+@_CONFIG
+@_URL
+@_TOKEN
+@_ALL
+@click.argument("binding", required=False)
+@click.argument("name", required=False)
+def evict(
+    config: Path | None,
+    url: str | None,
+    admin_token: str | None,
+    all_: bool,
+    binding: str | None,
+    name: str | None,
+) -> None:
+    """Evict gracefully (storage kept, sockets hibernate). Needs a running server."""
+    _control("evict", _target(config, url, admin_token), all_, binding, name)
+
+
+@main.command()
+@_CONFIG
+@_URL
+@_TOKEN
+@_ALL
+@click.argument("binding", required=False)
+@click.argument("name", required=False)
+def reset(
+    config: Path | None,
+    url: str | None,
+    admin_token: str | None,
+    all_: bool,
+    binding: str | None,
+    name: str | None,
+) -> None:
+    """Reset: abort in-flight work and drop the instance. Needs a running server."""
+    _control("reset", _target(config, url, admin_token), all_, binding, name)
+
+
+def _control(
+    action: str, target: _Target, all_: bool, binding: str | None, name: str | None
+) -> None:
+    """``evict``/``reset`` act on live instances, so without a server there is nothing to do."""
+    if all_ == bool(binding or name):
+        _fail("give BINDING NAME or --all, not both" if all_ else "give BINDING NAME, or --all")
+    if all_:
+        path = f"/{action}-all"
+    elif binding and name:
+        path = f"/objects/{quote(binding, safe='')}/{quote(name, safe='')}/{action}"
+    else:
+        _fail("give BINDING NAME, or --all")
+    result = _online(target, lambda c: c.post(path))
+    if result is None:
+        _fail(f"no doemu server runs at {target.client.base}: nothing is live to {action}")
+    _echo_json(result)

@@ -42,14 +42,14 @@ async def serve(runtime: Runtime, **app_options: Any) -> AsyncIterator[Served]:
         await task
 
 
-async def until(predicate: Callable[[], Any], *, timeout: float = 5.0, what: str = "it") -> Any:
+async def until(predicate: Callable[[], Any], *, within: float = 5.0, what: str = "it") -> Any:
     """Poll ``predicate`` on the loop until truthy; fail after ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + within
     while True:
         value = predicate()
         if value:
             return value
         if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
         await asyncio.sleep(0.005)

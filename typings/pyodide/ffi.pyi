@@ -1,0 +1,2 @@
+from doemu.compat.pyodide.ffi import *  # noqa: F403
+from doemu.compat.pyodide.ffi import __all__ as __all__
