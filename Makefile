@@ -35,5 +35,8 @@ e2e: $(STAMP)
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest -q
 
+bench: $(STAMP)
+	bash bench/run.sh
+
 clean:
 	rm -rf $(VENV) .doemu .mypy_cache .ruff_cache

@@ -84,7 +84,7 @@ def _settings(config: WorkerConfig, cli: dict[str, Any]) -> DoemuSettings:
 
 
 def _load_worker(worker: WorkerConfig) -> LoadedWorker:
-    """Import the worker. Errors of the user's own module propagate: their traceback is the point."""
+    """Import the worker; exceptions raised by the user's own code keep their traceback."""
     from .loader import load_worker
 
     try:
@@ -394,6 +394,10 @@ def _offline(target: _Target) -> Path:
     return root
 
 
+def _path(segment: str | None) -> str:
+    return quote(segment or "", safe="")
+
+
 def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2))
 
@@ -456,13 +460,11 @@ async def _stored_alarms(path: Path) -> dict[str, tuple[float, str | None]]:
     """``_cf_ALARM`` by object id, read-only: the CLI must never write a server's files."""
     from .inspection import read_sql
 
-    if not path.exists():
-        return {}
     query = "SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM"
     try:
         result = await read_sql(path, query, limit=sys.maxsize)
     except sqlite3.Error:
-        return {}  # no table yet
+        return {}  # no file or no table yet
     return {str(r[0]): (float(r[1]), r[2]) for r in result["rows"]}
 
 
@@ -500,7 +502,7 @@ def sql(
     from .inspection import read_sql
 
     target = _target(config, url, admin_token, persist_to)
-    path = f"/objects/{quote(binding, safe='')}/{quote(name, safe='')}/sql"
+    path = f"/objects/{_path(binding)}/{_path(name)}/sql"
     result = _online(target, lambda c: c.post(path, {"query": query, "write": write}))
     if result is None:
         if write:
@@ -544,60 +546,35 @@ def alarms(
             click.echo(f"{item['binding']:<12} {item['id']} {name} {when}")
 
 
-_ALL = click.option("--all", "all_", is_flag=True, help="Every live object.")
+def _control(action: str, help_text: str) -> None:
+    """Register ``evict``/``reset``: they act on live instances, so they need a running server."""
+
+    @main.command(name=action, help=help_text)
+    @_CONFIG
+    @_URL
+    @_TOKEN
+    @click.option("--all", "all_", is_flag=True, help=f"{action.capitalize()} every live object.")
+    @click.argument("binding", required=False)
+    @click.argument("name", required=False)
+    def command(
+        config: Path | None,
+        url: str | None,
+        admin_token: str | None,
+        all_: bool,
+        binding: str | None,
+        name: str | None,
+    ) -> None:
+        if all_ and (binding or name):
+            _fail("give BINDING NAME or --all, not both")
+        if not all_ and not (binding and name):
+            _fail("give BINDING NAME, or --all")
+        target = _target(config, url, admin_token)
+        path = f"/{action}-all" if all_ else f"/objects/{_path(binding)}/{_path(name)}/{action}"
+        result = _online(target, lambda c: c.post(path))
+        if result is None:
+            _fail(f"no doemu server runs at {target.client.base}: nothing is live to {action}")
+        _echo_json(result)
 
 
-@main.command()
-@_CONFIG
-@_URL
-@_TOKEN
-@_ALL
-@click.argument("binding", required=False)
-@click.argument("name", required=False)
-def evict(
-    config: Path | None,
-    url: str | None,
-    admin_token: str | None,
-    all_: bool,
-    binding: str | None,
-    name: str | None,
-) -> None:
-    """Evict gracefully (storage kept, sockets hibernate). Needs a running server."""
-    _control("evict", _target(config, url, admin_token), all_, binding, name)
-
-
-@main.command()
-@_CONFIG
-@_URL
-@_TOKEN
-@_ALL
-@click.argument("binding", required=False)
-@click.argument("name", required=False)
-def reset(
-    config: Path | None,
-    url: str | None,
-    admin_token: str | None,
-    all_: bool,
-    binding: str | None,
-    name: str | None,
-) -> None:
-    """Reset: abort in-flight work and drop the instance. Needs a running server."""
-    _control("reset", _target(config, url, admin_token), all_, binding, name)
-
-
-def _control(
-    action: str, target: _Target, all_: bool, binding: str | None, name: str | None
-) -> None:
-    """``evict``/``reset`` act on live instances, so without a server there is nothing to do."""
-    if all_ == bool(binding or name):
-        _fail("give BINDING NAME or --all, not both" if all_ else "give BINDING NAME, or --all")
-    if all_:
-        path = f"/{action}-all"
-    elif binding and name:
-        path = f"/objects/{quote(binding, safe='')}/{quote(name, safe='')}/{action}"
-    else:
-        _fail("give BINDING NAME, or --all")
-    result = _online(target, lambda c: c.post(path))
-    if result is None:
-        _fail(f"no doemu server runs at {target.client.base}: nothing is live to {action}")
-    _echo_json(result)
+_control("evict", "Evict gracefully (storage kept, sockets hibernate). Needs a running server.")
+_control("reset", "Reset: abort in-flight work and drop the instance. Needs a running server.")
