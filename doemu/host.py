@@ -81,7 +81,8 @@ class ObjectHost:
         self.inflight = 0
         self.last_activity = self.runtime.clock.now()
         self.sockets = SocketRegistry(self)
-        self._events: set[asyncio.Task[Any]] = set()
+        self._events: dict[asyncio.Task[Any], int] = {}
+        self._quiet: asyncio.Event | None = None
         self._wait_until: set[asyncio.Task[Any]] = set()
         self._blockers: list[asyncio.Task[Any]] = []
         self._reset_reason: dict[asyncio.Task[Any], ObjectResetError] = {}
@@ -153,41 +154,55 @@ class ObjectHost:
 
     # -- events -----------------------------------------------------------------------------
     async def call(self, kind: str, fn: Callable[[Any], Any]) -> Any:
-        """Deliver one event: ``fn(instance)`` (sync or async) under the object's gates."""
+        """Deliver one event: ``fn(instance)`` (sync or async) under the object's gates.
+
+        The handler runs in the caller's task (no task per event: this is the hot path). A reset
+        cancels every task with an event in flight here; the cancellation surfaces at the
+        handler's innermost await, is caught below, and reaches the caller as the reset's
+        :class:`ObjectResetError` — so a caller that is itself another object's event sees an
+        error from the call, not a cancellation of its own work.
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        events = self._events
+        events[task] = events.get(task, 0) + 1
         self.inflight += 1
-        self.last_activity = self.runtime.clock.now()
+        token = current_host.set(self)
         try:
             await self._ready()
-            task = asyncio.get_running_loop().create_task(self._run(fn))
-            self._events.add(task)
-            try:
-                return await task
-            except asyncio.CancelledError:
-                reset = self._reset_reason.pop(task, None)
-                if reset is not None and not _self_cancelled():
-                    raise type(reset)(reset.reason) from None
+            storage = self.storage
+            result = fn(self.instance)
+            if inspect.isawaitable(result):
+                result = await result
+            if storage is not None and storage is self.storage:
+                storage.commit()  # output gate: durable before anything leaves the object
+            return result
+        except asyncio.CancelledError:
+            reset = self._reset_reason.pop(task, None)
+            if reset is None:
                 raise
-            finally:
-                self._events.discard(task)
-                self._reset_reason.pop(task, None)
+            task.uncancel()
+            raise type(reset)(reset.reason) from None
         finally:
+            current_host.reset(token)
+            count = events.pop(task, 1) - 1
+            if count:
+                events[task] = count
+            else:
+                self._reset_reason.pop(task, None)
             self.inflight -= 1
             self.last_activity = self.runtime.clock.now()
             if not self.busy:
-                if self.live:
-                    self.runtime.eviction.idle(self)
-                else:
-                    self.namespace.forget(self)  # reset while this event was in flight
+                self._settled()
 
-    async def _run(self, fn: Callable[[Any], Any]) -> Any:
-        current_host.set(self)
-        storage = self.storage
-        result = fn(self.instance)
-        if inspect.isawaitable(result):
-            result = await result
-        if storage is not None and storage is self.storage:
-            storage.commit()  # output gate: durable before anything leaves the object
-        return result
+    def _settled(self) -> None:
+        """Nothing is in flight any more: start the idle window (or forget a dead host)."""
+        if self.live:
+            self.runtime.eviction.idle(self)
+        else:
+            self.namespace.forget(self)  # reset while events were in flight
+        if self._quiet is not None:
+            self._quiet.set()
 
     def output_gate(self) -> None:
         """Commit pending writes now (before a WebSocket send or a call to another object)."""
@@ -204,7 +219,7 @@ class ObjectHost:
             if not t.cancelled() and t.exception() is not None:
                 _log.error("waitUntil task of %s failed", self.hex_id, exc_info=t.exception())
             if not self.busy:
-                self.runtime.eviction.idle(self)
+                self._settled()
 
         task.add_done_callback(done)
 
@@ -234,14 +249,11 @@ class ObjectHost:
             timer.cancel()
             if t in self._blockers:
                 self._blockers.remove(t)
-            if generation != self.generation or t.cancelled():
-                return
-            exc = t.exception()
-            if exc is not None:
+            if generation == self.generation and not t.cancelled() and t.exception() is not None:
                 # Cloudflare resets an object whose blockConcurrencyWhile callback throws.
-                self.reset(f"blockConcurrencyWhile() callback failed: {exc}")
-            elif not self.busy:
-                self.runtime.eviction.idle(self)
+                self.reset(f"blockConcurrencyWhile() callback failed: {t.exception()}")
+            if not self.busy:
+                self._settled()
 
         task.add_done_callback(done)
         return _ResetAware(task, self)
@@ -290,11 +302,10 @@ class ObjectHost:
     async def evict(self) -> None:
         """Graceful eviction: wait for in-flight work to drain, then drop the instance."""
         while self.busy and not self.sockets.pinning:
-            pending = [*self._events, *self._wait_until, *self._blockers]
-            if pending:
-                await asyncio.wait(pending)
-            else:
-                await asyncio.sleep(0)
+            if self._quiet is None:
+                self._quiet = asyncio.Event()
+            self._quiet.clear()
+            await self._quiet.wait()
         self.evict_now()
 
     def _teardown(self, *, commit: bool) -> None:
@@ -310,7 +321,7 @@ class ObjectHost:
         self.generation += 1
         self.runtime.eviction.deactivated(self)
         if not self.busy:
-            self.namespace.forget(self)
+            self._settled()
 
     # -- hibernatable WebSocket events ------------------------------------------------------------
     def deliver_socket_message(self, ws: Any, message: str | bytes) -> None:

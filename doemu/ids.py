@@ -67,11 +67,15 @@ class DurableObjectId:
 class IdFactory:
     """Derives and validates ids for one namespace (one ``uniqueKey``)."""
 
-    __slots__ = ("_key", "unique_key")
+    __slots__ = ("_key", "_names", "unique_key")
+
+    #: Name → hex cache size: routing by name is the hot path, and two HMACs per request add up.
+    NAME_CACHE_SIZE = 8192
 
     def __init__(self, unique_key: str) -> None:
         self.unique_key = unique_key
         self._key = hashlib.sha256(unique_key.encode()).digest()
+        self._names: dict[str, str] = {}
 
     def _mac(self, base: bytes) -> bytes:
         return hmac.new(self._key, base, hashlib.sha256).digest()[:16]
@@ -79,8 +83,15 @@ class IdFactory:
     def from_name(self, name: str) -> DurableObjectId:
         if not isinstance(name, str):
             raise InvalidIdError(f"idFromName() expects a string name, got {type(name).__name__}")
+        cached = self._names.get(name)
+        if cached is not None:
+            return DurableObjectId(cached, name)
         base = hmac.new(self._key, name.encode(), hashlib.sha256).digest()[:16]
-        return DurableObjectId((base + self._mac(base)).hex(), name)
+        hex_id = (base + self._mac(base)).hex()
+        if len(self._names) >= self.NAME_CACHE_SIZE:
+            self._names.clear()
+        self._names[name] = hex_id
+        return DurableObjectId(hex_id, name)
 
     def new_unique(self) -> DurableObjectId:
         base = secrets.token_bytes(16)

@@ -169,16 +169,10 @@ class DoemuApp:
                 return b"".join(chunks)
 
     def _request(self, scope: Scope, body: bytes) -> Request:
-        headers = Headers()
-        host = None
-        for name, value in scope["headers"]:
-            try:
-                key, text = name.decode("latin-1"), value.decode("latin-1")
-            except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-                raise HttpError(400, "undecodable header") from None
-            if key == "host":
-                host = text
-            headers.append(key, text)
+        # ASGI servers hand over lowercase names that their HTTP parser has validated.
+        entries = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]]
+        headers = Headers._trusted(entries)
+        host = next((v for n, v in entries if n == "host"), None)
         if host is None:
             server = scope.get("server") or ("127.0.0.1", 8787)
             host = f"{server[0]}:{server[1]}"
@@ -202,7 +196,7 @@ class DoemuApp:
                 result = await call_relaxed(instance.fetch, request)
             else:
                 stub = self._route(scope["path"])
-                result = await stub.fetch(request)
+                result = await stub._deliver_fetch(request)  # fresh request: no copy needed
         except HttpError:
             raise
         except ObjectResetError as exc:

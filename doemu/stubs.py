@@ -82,7 +82,10 @@ class DurableObjectStub:
 
     async def fetch(self, input: Any, init: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         """Deliver an HTTP request to the object's ``fetch`` handler and return its Response."""
-        request = workers.Request._coerce(input, init, **kwargs)
+        return await self._deliver_fetch(workers.Request._coerce(input, init, **kwargs))
+
+    async def _deliver_fetch(self, request: Any) -> Any:
+        """doemu-internal: deliver a request the caller will not touch again (no copy)."""
         _gate_caller()
 
         def invoke(instance: Any) -> Any:

@@ -90,6 +90,17 @@ class Headers:
                 raise TypeError("Received unexpected type for headers argument")
             self.append(pair[0], pair[1])
 
+    @classmethod
+    def _trusted(cls, entries: list[tuple[str, str]]) -> Headers:
+        """doemu-internal: adopt already-valid ``(lowercase name, value)`` pairs (no checks).
+
+        The server builds one per request from the HTTP parser's output, which has already
+        validated names and values; skipping re-validation keeps the hot path short.
+        """
+        self = cls.__new__(cls)
+        self._entries = entries
+        return self
+
     # -- JS Headers ------------------------------------------------------------------------------
     def append(self, name: str, value: str) -> None:
         self._entries.append((_header_name(name), _header_value(value)))
