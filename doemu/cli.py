@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote, urlencode
 
@@ -60,6 +61,7 @@ _CONFIG = click.option(
 )
 _PERSIST_TO_HELP = "Where object files live.  [default: .doemu/state]"
 _TRACE = 5  # uvicorn's TRACE level, below DEBUG
+_ALL_ROWS = 2**31 - 1  # a fetchmany() size meaning "all" (it must fit a C int)
 
 
 def _fail(message: str) -> NoReturn:
@@ -145,7 +147,8 @@ def main() -> None:
     default=None,
     help="Cap on live objects (LRU eviction). [default: from the fd limit]",
 )
-def dev(config: Path | None, **flags: Any) -> None:
+@click.option("--reload-child", is_flag=True, hidden=True)  # set by --reload for its child
+def dev(config: Path | None, reload_child: bool, **flags: Any) -> None:
     """Serve the worker's Durable Objects over HTTP and WebSocket."""
     worker = _load(config)
     settings = _settings(worker, flags)
@@ -153,7 +156,7 @@ def dev(config: Path | None, **flags: Any) -> None:
     if settings.reload:
         _run_with_reload(worker, settings)
         return
-    asyncio.run(_serve(worker, settings))
+    asyncio.run(_serve(worker, settings, force_on_second_signal=not reload_child))
 
 
 def _setup_logging(level: str) -> None:
@@ -202,7 +205,26 @@ def _stop_signals(server: uvicorn.Server) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-async def _serve(worker: WorkerConfig, settings: DoemuSettings) -> None:
+def _server(config: uvicorn.Config, force_on_second_signal: bool) -> uvicorn.Server:
+    """uvicorn's server; a second SIGINT forces the exit only when ``force_on_second_signal``.
+
+    Under ``--reload``, Ctrl-C (or a group-wide SIGTERM) reaches the child and watchfiles then
+    sends it one more SIGINT: that duplicate must not turn the graceful shutdown into a forced one
+    (skipping the lifespan shutdown with a traceback). The parent still SIGKILLs a stuck child.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if force_on_second_signal or not self.should_exit:
+                super().handle_exit(sig, frame)
+
+    return Server(config)
+
+
+async def _serve(
+    worker: WorkerConfig, settings: DoemuSettings, *, force_on_second_signal: bool = True
+) -> None:
     import uvicorn
 
     from .runtime import ClassSpec, Runtime
@@ -228,14 +250,15 @@ async def _serve(worker: WorkerConfig, settings: DoemuSettings) -> None:
         # Closing is idempotent: this commits and removes a temp dir even when uvicorn's lifespan
         # shutdown did not run (startup failure, a second Ctrl-C).
         cleanup.push_async_callback(runtime.close)
-        server = uvicorn.Server(
+        server = _server(
             uvicorn.Config(
                 DoemuApp(runtime, entry=loaded.entry, admin_token=settings.admin_token),
                 lifespan="on",
                 log_level="warning" if settings.log_level == "info" else settings.log_level,
                 access_log=settings.log_level in ("debug", "trace"),
                 ws_ping_interval=None,
-            )
+            ),
+            force_on_second_signal,
         )
         cleanup.enter_context(_stop_signals(server))
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
@@ -285,7 +308,7 @@ def _run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
     temp = None if settings.persist else Path(tempfile.mkdtemp(prefix="doemu-"))
     persist = (temp or settings.persist_to).resolve()
     args = [
-        sys.executable, "-m", "doemu", "dev", "--no-reload",
+        sys.executable, "-m", "doemu", "dev", "--no-reload", "--reload-child",
         "--host", settings.host, "--port", str(port), "--persist-to", str(persist),
         "--log-level", settings.log_level, "--limits", settings.limits,
         "--idle-timeout", f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
@@ -383,8 +406,6 @@ def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
         return None
     except DoemuError as exc:
         _fail(str(exc))
-    except ValueError:  # an answer that is not JSON: something else listens there
-        _fail(f"{target.client.base} answered, but it is not a doemu admin API")
 
 
 def _offline(target: _Target) -> Path:
@@ -436,7 +457,7 @@ async def _scan(
     worker: WorkerConfig, root: Path, bindings: list[DurableObjectBinding]
 ) -> list[dict[str, Any]]:
     """Every stored object, read-only; bindings of one class share a directory, listed once."""
-    from .inspection import read_meta
+    from .inspection import read_names
 
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -446,13 +467,11 @@ async def _scan(
             continue
         seen.add(directory.name)
         alarms = await _stored_alarms(directory / "metadata.sqlite")
-        for path in sorted(directory.glob("*.sqlite")):
-            if not is_hex_id(path.stem):
-                continue
+        files = [p for p in sorted(directory.glob("*.sqlite")) if is_hex_id(p.stem)]
+        for path, name in zip(files, await read_names(files), strict=True):
             alarm, alarm_name = alarms.get(path.stem, (None, None))
-            name = await read_meta(path, "name") or alarm_name
-            item = {"binding": b.name, "id": path.stem, "state": "evicted", "name": name}
-            out.append({**item, "alarm": alarm})
+            item = {"binding": b.name, "id": path.stem, "state": "evicted"}
+            out.append({**item, "name": name or alarm_name, "alarm": alarm})
     return out
 
 
@@ -462,7 +481,7 @@ async def _stored_alarms(path: Path) -> dict[str, tuple[float, str | None]]:
 
     query = "SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM"
     try:
-        result = await read_sql(path, query, limit=sys.maxsize)
+        result = await read_sql(path, query, limit=_ALL_ROWS)
     except sqlite3.Error:
         return {}  # no file or no table yet
     return {str(r[0]): (float(r[1]), r[2]) for r in result["rows"]}
@@ -499,7 +518,7 @@ def sql(
     query: str,
 ) -> None:
     """Run QUERY on the object NAME (a name or a 64-hex id); read-only by default."""
-    from .inspection import read_sql
+    from .inspection import ReadOnlySqlError, read_sql
 
     target = _target(config, url, admin_token, persist_to)
     path = f"/objects/{_path(binding)}/{_path(name)}/sql"
@@ -516,9 +535,10 @@ def sql(
             _fail(f"{binding}/{name} has no storage in {display_path(file.parent)}")
         try:
             result = asyncio.run(read_sql(file, query))
-        except sqlite3.Error as exc:
-            hint = "; --write needs a running server" if "readonly" in str(exc) else ""
-            _fail(f"{binding}/{name}: {exc}{hint}")
+        except ReadOnlySqlError:
+            _fail(f"{binding}/{name}: read-only SQL; --write needs a running server")
+        except (sqlite3.Error, DoemuError) as exc:
+            _fail(f"{binding}/{name}: {exc}")
     _echo_json(result)
 
 
