@@ -21,7 +21,7 @@ import json
 import logging
 import math
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -34,7 +34,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .clock import ManualClock
-from .errors import DoemuError, InvalidIdError, ObjectResetError, SqlError
+from .errors import DoemuError, ObjectResetError
 from .events import EventBus, LifecycleEvent
 from .ids import DurableObjectId
 from .inspection import jsonable, read_kv, read_names, read_sql
@@ -62,7 +62,7 @@ class _Refusal(Exception):
         self.message = message
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
@@ -77,7 +77,7 @@ def _error_for(exc: Exception) -> JSONResponse:
         return _error(exc.status, exc.message)
     if isinstance(exc, ObjectResetError):
         return _error(409, f"the object was reset while the request ran: {exc.reason}")
-    if isinstance(exc, InvalidIdError | SqlError | sqlite3.Error | DoemuError):
+    if isinstance(exc, DoemuError | sqlite3.Error):  # bad ids, bad SQL, storage misuse
         return _error(400, str(exc))
     _log.error("admin route failed", exc_info=exc)
     return _error(500, f"{type(exc).__name__}: {exc}")
@@ -117,7 +117,7 @@ def _routing_path(scope: Scope) -> str:
     root = scope.get("root_path", "")
     if not raw:
         return quote(path, safe="/")
-    text = raw.decode("latin-1")
+    text: str = raw.decode("latin-1")
     if root and text.startswith(root):
         text = text[len(root) :] or "/"
     # The raw path must be the same path; anything else (a proxy rewrote it) falls back.
@@ -135,8 +135,8 @@ class _AccessControl:
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
-        # Compared as bytes: compare_digest refuses non-ASCII str, which a client could send.
-        self.expected = None if token is None else f"Bearer {token}".encode()
+        # Bytes: compare_digest refuses a non-ASCII str, and a client may send any header bytes.
+        self.token = None if token is None else token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -149,12 +149,15 @@ class _AccessControl:
         await self.app({**scope, "path": _routing_path(scope)}, receive, send)
 
     def _refusal(self, scope: Scope) -> Response | None:
-        if self.expected is not None:
+        if self.token is not None:
             supplied = b""
             for name, value in scope["headers"]:
                 if name.lower() == b"authorization":
                     supplied = value
-            if not hmac.compare_digest(supplied, self.expected):
+            scheme, _, credentials = supplied.partition(b" ")
+            # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
+            valid = hmac.compare_digest(credentials, self.token)
+            if scheme.lower() != b"bearer" or not valid:
                 return _error(
                     401,
                     "admin API requires 'Authorization: Bearer <admin token>'",
@@ -169,7 +172,7 @@ class _AccessControl:
 
 def _param(request: Request, name: str) -> str:
     """A path parameter, decoded (routing saw it percent-encoded; see :func:`_routing_path`)."""
-    return unquote(request.path_params[name])
+    return unquote(str(request.path_params[name]))
 
 
 async def _json_body(request: Request, usage: str) -> dict[str, Any]:
@@ -195,6 +198,13 @@ def _int_query(request: Request, name: str, default: int) -> int:
     return value
 
 
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # reverse proxies must not buffer a stream
+]
+
+
 class _EventStream:
     """``GET /events``: lifecycle events as server-sent events until the client goes away.
 
@@ -208,29 +218,23 @@ class _EventStream:
         self.bus = bus
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "HEAD":  # headers only: a HEAD response has no stream to wait for
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            await send({"type": "http.response.body", "body": b""})
+            return
         events = self.bus.subscribe()
         # EventBus.subscribe() registers its queue on first iteration. Starting that iteration
         # now schedules it ahead of anything the client can cause once it sees the headers.
-        next_event: asyncio.Future[LifecycleEvent] = asyncio.ensure_future(anext(events))
-        gone = asyncio.ensure_future(_disconnected(receive))
+        next_event: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
+        gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(receive))
         try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [
-                        (b"content-type", b"text/event-stream; charset=utf-8"),
-                        (b"cache-control", b"no-cache"),
-                        (b"x-accel-buffering", b"no"),
-                    ],
-                }
-            )
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             await send(_chunk(b": doemu lifecycle events\n\n"))
             while True:
                 await asyncio.wait({next_event, gone}, return_when=asyncio.FIRST_COMPLETED)
                 if gone.done():
                     return
-                event = next_event.result()
+                event: LifecycleEvent = next_event.result()
                 next_event = asyncio.ensure_future(anext(events))
                 data = json.dumps(jsonable(event))
                 await send(_chunk(f"event: {event['type']}\ndata: {data}\n\n".encode()))
@@ -240,7 +244,8 @@ class _EventStream:
             next_event.cancel()
             gone.cancel()
             await asyncio.gather(next_event, gone, return_exceptions=True)
-            await events.aclose()
+            if isinstance(events, AsyncGenerator):  # unsubscribes even if parked at a yield
+                await events.aclose()
 
 
 def _chunk(body: bytes) -> Message:
@@ -276,13 +281,12 @@ def build_admin_app(runtime: Runtime, *, token: str | None = None) -> Starlette:
         return scheduled if scheduled is not None else ns.alarm_table.get(hex_id)
 
     async def name_of(ns: Namespace, object_id: DurableObjectId) -> str | None:
+        """The name an object was created from (an id in the URL does not carry it)."""
         host = ns.hosts.get(str(object_id))
-        if object_id.name is not None:
-            return object_id.name
-        if host is not None and host.id.name is not None:
-            return host.id.name
-        names = await read_names([ns.object_path(str(object_id))])
-        return names[0]
+        name = object_id.name or (host.id.name if host is not None else None)
+        if name is None:
+            [name] = await read_names([ns.object_path(str(object_id))])
+        return name
 
     async def health(request: Request) -> Response:
         return JSONResponse(
@@ -325,20 +329,20 @@ def build_admin_app(runtime: Runtime, *, token: str | None = None) -> Starlette:
         out: list[dict[str, Any]] = []
         for ns in spaces:
             alarms = {row[0]: row for row in await ns.alarm_table.load_all()}
-            ids = sorted(set(ns.stored_ids()) | set(ns.hosts))
+            # Every object with a file, plus live ones and evicted ones still holding sockets.
+            kept = {h for h, host in ns.hosts.items() if host.live or len(host.sockets)}
+            ids = sorted(set(ns.stored_ids()) | kept)
             names: dict[str, str | None] = {}
             for hex_id in ids:
                 host = ns.hosts.get(hex_id)
                 row = alarms.get(hex_id)
-                names[hex_id] = host.id.name if host is not None else None
-                if names[hex_id] is None and row is not None:
-                    names[hex_id] = row[2]
-            # Evicted objects without an alarm keep their name only in their own file.
+                names[hex_id] = (host.id.name if host is not None else None) or (
+                    row[2] if row is not None else None
+                )
+            # An evicted object without an alarm keeps its name only in its own file.
             unnamed = [h for h in ids if names[h] is None]
-            for hex_id, name in zip(
-                unnamed, await read_names([ns.object_path(h) for h in unnamed]), strict=True
-            ):
-                names[hex_id] = name
+            found = await read_names([ns.object_path(h) for h in unnamed])
+            names.update(zip(unnamed, found, strict=True))
             for hex_id in ids:
                 host = ns.hosts.get(hex_id)
                 scheduled = runtime.scheduler.get((ns.unique_key, hex_id))
@@ -383,6 +387,8 @@ def build_admin_app(runtime: Runtime, *, token: str | None = None) -> Starlette:
         if write:
             # Writes run as an event of the object, so its authorizer, gates and alarm
             # bookkeeping apply exactly as to the object's own SQL.
+            host = ns.host(object_id)
+
             def run(instance: Any) -> dict[str, Any]:
                 storage = host.storage
                 assert storage is not None  # the host activated the object for this event
@@ -394,7 +400,6 @@ def build_admin_app(runtime: Runtime, *, token: str | None = None) -> Starlette:
                     "rowsWritten": cursor.rowsWritten,
                 }
 
-            host = ns.host(object_id)
             return JSONResponse(await host.call("admin.sql", run))
         path = ns.object_path(str(object_id))
         if not await asyncio.to_thread(path.exists):
@@ -409,11 +414,11 @@ def build_admin_app(runtime: Runtime, *, token: str | None = None) -> Starlette:
     async def run_alarm(request: Request) -> Response:
         ns, object_id = address(request)
         hex_id = str(object_id)
-        # Checked here so that asking about an object without an alarm touches nothing.
-        if pending_alarm(ns, hex_id) is None or not await runtime.run_alarm_now(
-            ns.binding, hex_id
-        ):
-            raise _Refusal(404, f"object {hex_id} of {ns.binding} has no pending alarm")
+        missing = _Refusal(404, f"object {hex_id} of {ns.binding} has no pending alarm")
+        if pending_alarm(ns, hex_id) is None:
+            raise missing  # checked first: asking about an object without an alarm touches nothing
+        if not await runtime.run_alarm_now(ns.binding, hex_id):
+            raise missing
         return JSONResponse({"id": hex_id, "ran": True})
 
     async def evict(request: Request) -> Response:
@@ -473,17 +478,22 @@ def build_admin_app(runtime: Runtime, *, token: str | None = None) -> Starlette:
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        path = request.scope.get("root_path", "") + unquote(request.url.path)
-        if isinstance(exc, HTTPException) and exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
+        """Starlette's own refusals (no route, wrong method) in the API's JSON shape."""
+        assert isinstance(exc, HTTPException)  # the only class this handler is registered for
+        path = unquote(request.url.path)
+        root = request.scope.get("root_path", "")
+        if not path.startswith(root):
+            path = root + path
+        if exc.status_code == 404:
+            return _error(404, f"no admin route {request.method} {path}")
+        if exc.status_code == 405:
+            allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))
             return _error(
                 405,
                 f"method {request.method} not allowed on {path}; allowed: {allowed}",
-                headers=exc.headers,
+                headers={"allow": allowed},
             )
-        if isinstance(exc, HTTPException) and exc.status_code == 404:
-            return _error(404, f"no admin route {request.method} {path}")
-        return _error_for(exc)
+        return _error(exc.status_code, str(exc.detail))
 
     return Starlette(
         routes=routes,

@@ -1,7 +1,14 @@
-"""A tiny stdlib client for the admin API, used by the CLI's inspection commands."""
+"""A tiny stdlib client for the admin API, used by the CLI's inspection commands.
+
+Standard library only, so the CLI needs no HTTP client dependency. It tells apart the two
+failures the CLI handles differently: no doemu server at the URL (:class:`AdminUnavailable`, and
+the CLI falls back to reading the persist dir) and a server that refused the call
+(:class:`~doemu.errors.DoemuError` with the server's own message, which the CLI prints).
+"""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -17,31 +24,57 @@ class AdminUnavailable(DoemuError):
 
 
 class AdminClient:
+    """Calls ``/__doemu/api`` routes of the server at ``base_url`` and decodes their JSON."""
+
     def __init__(self, base_url: str, token: str | None = None, timeout: float = 10.0) -> None:
         self.base = base_url.rstrip("/") + "/__doemu/api"
         self.token = token
         self.timeout = timeout
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
+        """``method path`` with an optional JSON ``body``; the decoded JSON answer.
+
+        Raises :class:`AdminUnavailable` when nothing (or something that is not doemu) answers,
+        and :class:`DoemuError` carrying the server's ``error`` message when the call is refused.
+        """
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base + path, data=data, method=method)
-        request.add_header("content-type", "application/json")
+        if data is not None:
+            request.add_header("content-type", "application/json")
         if self.token:
             request.add_header("authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read() or b"null")
+                raw = response.read()
         except urllib.error.HTTPError as exc:
-            try:
-                message = json.loads(exc.read()).get("error", exc.reason)
-            except (ValueError, AttributeError):
-                message = exc.reason
-            raise DoemuError(f"admin API {method} {path}: {exc.code} {message}") from None
-        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            raise DoemuError(
+                f"admin API {method} {path}: {exc.code} {_error_message(exc)}"
+            ) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            # URLError: refused or unresolvable; HTTPException: something that does not speak
+            # HTTP; OSError: reset or timed out mid-response.
             raise AdminUnavailable(f"no doemu server at {self.base}: {exc}") from None
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            raise AdminUnavailable(
+                f"the server at {self.base} answered {method} {path} with something other than "
+                "JSON; is it a doemu server?"
+            ) from None
 
     def get(self, path: str) -> Any:
         return self.call("GET", path)
 
     def post(self, path: str, body: Any = None) -> Any:
+        """POST with a JSON body (``{}`` when none is given: every POST route takes JSON)."""
         return self.call("POST", path, body if body is not None else {})
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """The server's ``{"error": ...}`` text, or the HTTP reason for a non-doemu answer."""
+    try:
+        payload = json.loads(exc.read())
+    except (ValueError, OSError):
+        return str(exc.reason)
+    message = payload.get("error") if isinstance(payload, dict) else None
+    return message if isinstance(message, str) else str(exc.reason)

@@ -1,4 +1,8 @@
-"""The OpenAPI 3.1 document of the admin API (served at ``/__doemu/api/openapi.json``)."""
+"""The OpenAPI 3.1 document of the admin API (served at ``/__doemu/api/openapi.json``).
+
+Written by hand, next to the routes it describes: the test suite checks that its paths and
+methods are exactly the routes ``doemu.admin`` serves, so the two cannot drift apart.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from typing import Any
 
 __all__ = ["OPENAPI"]
 
-_ERROR = {
+_ERROR: dict[str, Any] = {
     "description": "Refused; the body says why",
     "content": {
         "application/json": {
@@ -20,11 +24,12 @@ _ERROR = {
 }
 
 
-def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": schema or {"type": "object"}}},
-    }
+_OBJECT: dict[str, Any] = {"type": "object"}
+_ARRAY: dict[str, Any] = {"type": "array", "items": {"type": "object"}}
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
 _OBJECT_PARAMS = [
@@ -43,13 +48,18 @@ def _op(
     summary: str,
     ok: str,
     *,
+    schema: dict[str, Any] = _OBJECT,
     params: list[dict[str, Any]] | None = None,
     body: dict[str, Any] | None = None,
+    conflict: bool = False,
 ) -> dict[str, Any]:
-    op: dict[str, Any] = {
-        "summary": summary,
-        "responses": {"200": _json(ok), "400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR},
-    }
+    """One operation; every one can be refused (bad input, no token, not loopback, unknown)."""
+    responses = {"200": _json(ok, schema)}
+    for status in ("400", "401", "403", "404", "500"):
+        responses[status] = _ERROR
+    if conflict:
+        responses["409"] = _ERROR
+    op: dict[str, Any] = {"summary": summary, "responses": dict(sorted(responses.items()))}
     if params:
         op["parameters"] = params
     if body:
@@ -69,20 +79,39 @@ OPENAPI: dict[str, Any] = {
     },
     "paths": {
         "/__doemu/api/health": {"get": _op("Liveness and runtime summary", "Health")},
-        "/__doemu/api/namespaces": {"get": _op("Durable Object namespaces", "Namespaces")},
+        "/__doemu/api/namespaces": {
+            "get": _op("Durable Object namespaces", "Namespaces", schema=_ARRAY)
+        },
         "/__doemu/api/objects": {
             "get": _op(
                 "Objects (live and evicted) with name, alarm, sockets, last activity",
                 "Objects",
+                schema=_ARRAY,
                 params=[{"name": "binding", "in": "query", "schema": {"type": "string"}}],
             )
         },
-        _OBJ + "/kv": {"get": _op("The object's KV entries", "KV entries", params=_OBJECT_PARAMS)},
+        _OBJ + "/kv": {
+            "get": _op(
+                "The object's KV entries, read from its file (never wakes it)",
+                "KV entries",
+                params=[
+                    *_OBJECT_PARAMS,
+                    {"name": "prefix", "in": "query", "schema": {"type": "string"}},
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 0, "default": 1000},
+                    },
+                ],
+            )
+        },
         _OBJ + "/sql": {
             "post": _op(
-                "Run SQL on the object (read-only unless write is true)",
+                "Run one SQL statement: read-only from the file (at most 1000 rows, never wakes "
+                "the object) unless write is true, then inside the object",
                 "Columns and rows",
                 params=_OBJECT_PARAMS,
+                conflict=True,
                 body={
                     "type": "object",
                     "properties": {
@@ -96,7 +125,9 @@ OPENAPI: dict[str, Any] = {
         },
         _OBJ + "/alarm": {"get": _op("The object's pending alarm", "Alarm", params=_OBJECT_PARAMS)},
         _OBJ + "/alarm/run": {
-            "post": _op("Deliver the pending alarm now", "Ran", params=_OBJECT_PARAMS)
+            "post": _op(
+                "Deliver the pending alarm now", "Ran", params=_OBJECT_PARAMS, conflict=True
+            )
         },
         _OBJ + "/evict": {
             "post": _op(
@@ -115,11 +146,12 @@ OPENAPI: dict[str, Any] = {
         "/__doemu/api/clock": {
             "get": _op("Current time", "Clock"),
             "post": _op(
-                "Advance the manual clock (409 with the real clock)",
+                "Advance the manual clock, running what falls due (409 with the real clock)",
                 "Clock",
+                conflict=True,
                 body={
                     "type": "object",
-                    "properties": {"advance_ms": {"type": "number"}},
+                    "properties": {"advance_ms": {"type": "number", "minimum": 0}},
                     "required": ["advance_ms"],
                 },
             ),
@@ -129,7 +161,12 @@ OPENAPI: dict[str, Any] = {
                 "summary": "Server-sent events: constructed, evicted, reset, alarm.fired, "
                 "alarm.retried, alarm.dropped",
                 "responses": {
-                    "200": {"description": "SSE stream", "content": {"text/event-stream": {}}}
+                    "200": {
+                        "description": "SSE stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "401": _ERROR,
+                    "403": _ERROR,
                 },
             }
         },
