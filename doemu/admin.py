@@ -21,7 +21,7 @@ import json
 import logging
 import math
 import sqlite3
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -222,9 +222,7 @@ class _EventStream:
             await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             await send({"type": "http.response.body", "body": b""})
             return
-        events = self.bus.subscribe()
-        # EventBus.subscribe() registers its queue on first iteration. Starting that iteration
-        # now schedules it ahead of anything the client can cause once it sees the headers.
+        events = self.bus.subscribe()  # registered now: nothing after the headers can be missed
         next_event: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
         gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(receive))
         try:
@@ -244,8 +242,7 @@ class _EventStream:
             next_event.cancel()
             gone.cancel()
             await asyncio.gather(next_event, gone, return_exceptions=True)
-            if isinstance(events, AsyncGenerator):  # unsubscribes even if parked at a yield
-                await events.aclose()
+            events.close()
 
 
 def _chunk(body: bytes) -> Message:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["EventBus", "LifecycleEvent"]
+__all__ = ["EventBus", "LifecycleEvent", "Subscription"]
 
 LifecycleEvent = dict[str, Any]
 
@@ -37,12 +37,36 @@ class EventBus:
                 queue.get_nowait()
             queue.put_nowait(event)
 
-    async def subscribe(self, maxsize: int = 1024) -> AsyncIterator[LifecycleEvent]:
-        """Yield every event emitted from now on until the consumer stops iterating."""
+    def subscribe(self, maxsize: int = 1024) -> Subscription:
+        """Every event emitted from this call on (registered now, not at first iteration)."""
         queue: asyncio.Queue[LifecycleEvent] = asyncio.Queue(maxsize)
         self._subscribers.add(queue)
-        try:
-            while True:
-                yield await queue.get()
-        finally:
-            self._subscribers.discard(queue)
+        return Subscription(self, queue)
+
+    def _unsubscribe(self, queue: asyncio.Queue[LifecycleEvent]) -> None:
+        self._subscribers.discard(queue)
+
+
+class Subscription:
+    """An async iterator over lifecycle events; ``close()`` (or ``async with``) unsubscribes."""
+
+    __slots__ = ("_bus", "_queue")
+
+    def __init__(self, bus: EventBus, queue: asyncio.Queue[LifecycleEvent]) -> None:
+        self._bus = bus
+        self._queue = queue
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> LifecycleEvent:
+        return await self._queue.get()
+
+    def close(self) -> None:
+        self._bus._unsubscribe(self._queue)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

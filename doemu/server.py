@@ -101,7 +101,7 @@ class DoemuApp:
         kind = scope["type"]
         if kind == "http":
             path: str = scope["path"]
-            if path.startswith(ADMIN_PREFIX):
+            if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
                 child = dict(scope)
                 child["root_path"] = scope.get("root_path", "") + ADMIN_PREFIX
                 child["path"] = path[len(ADMIN_PREFIX) :] or "/"
@@ -195,7 +195,7 @@ class DoemuApp:
                 instance = self.entry(EntryContext(self._entry_tasks), self.runtime.env)
                 result = await call_relaxed(instance.fetch, request)
             else:
-                stub = self._route(scope["path"])
+                stub = self._route(scope)
                 result = await stub._deliver_fetch(request)  # fresh request: no copy needed
         except HttpError:
             raise
@@ -210,7 +210,11 @@ class DoemuApp:
             raise HttpError(500, f"fetch() must return a Response, got {type(result).__name__}")
         return result
 
-    def _route(self, path: str) -> Any:
+    def _route(self, scope: Scope) -> Any:
+        # Split the raw path and decode each segment once: the ASGI "path" is already decoded,
+        # so "/B/a%2Fb/x" would otherwise route to object "a" instead of "a/b".
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
         parts = path.split("/", 3)  # "", BINDING, name, rest
         if len(parts) < 3 or not parts[1] or not parts[2]:
             raise HttpError(
@@ -218,7 +222,7 @@ class DoemuApp:
                 f"no route for {path!r}: without a Default entry worker, doemu routes "
                 f"/<BINDING>/<name>/<path> to an object; bindings: {sorted(self.runtime.bindings)}",
             )
-        binding, name = parts[1], unquote(parts[2])
+        binding, name = parts[1], unquote(parts[2]) if raw else parts[2]
         ns = self.runtime.bindings.get(binding)
         if ns is None:
             raise HttpError(

@@ -113,3 +113,14 @@ async def test_head_requests_have_no_body(runtime: Runtime) -> None:
         response = await http.head("/ECHO/x/")
     assert response.status_code == 200
     assert response.content == b""
+
+
+async def test_names_are_decoded_exactly_once(runtime: Runtime) -> None:
+    async with client(DoemuApp(runtime)) as http:
+        slash = (await http.get("/ECHO/a%2Fb/x")).json()
+        percent = (await http.get("/ECHO/a%2541/x")).json()
+        admin_lookalike = await http.get("/__doemu/apifoo")
+    assert slash["name"] == "a/b"
+    assert percent["name"] == "a%41"
+    assert admin_lookalike.status_code == 404
+    assert "unknown binding '__doemu'" in admin_lookalike.json()["error"]
