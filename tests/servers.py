@@ -26,7 +26,13 @@ async def serve(runtime: Runtime, **app_options: Any) -> AsyncIterator[Served]:
     """Serve ``runtime`` on a free loopback port until the block ends."""
     app = DoemuApp(runtime, **app_options)
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", ws_ping_interval=None
+        app,
+        host="127.0.0.1",
+        port=0,
+        lifespan="on",
+        log_level="warning",
+        ws_ping_interval=None,
+        timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

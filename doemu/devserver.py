@@ -1,0 +1,260 @@
+"""What ``doemu dev`` does: set up logging, bind the port, serve the worker with uvicorn (with
+its signal handling, the banner and the ready line), or supervise a reloading child.
+
+It is apart from :mod:`doemu.cli` so that the command module only declares options and echoes:
+the server's lifecycle (a socket bound before anything starts, a graceful stop on SIGINT/SIGTERM,
+a temp dir removed on exit) is one concept, and it lives here. Expected failures are still the
+CLI's one-line ``Error: …`` (a :class:`click.ClickException`), raised from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+from . import __version__
+from .config import DoemuSettings, WorkerConfig, display_path
+from .errors import DoemuError
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from .loader import LoadedWorker
+    from .runtime import Runtime
+
+__all__ = ["http_url", "load_worker", "run_with_reload", "serve", "setup_logging"]
+
+#: How long a graceful stop waits for in-flight requests before closing connections.
+GRACEFUL_SHUTDOWN_SECONDS = 5.0
+
+_TRACE = 5  # uvicorn's TRACE level, below DEBUG
+
+
+def _fail(message: str) -> NoReturn:
+    """An expected failure: the CLI's one-line ``Error: …`` and exit code 1."""
+    raise click.ClickException(message)
+
+
+def http_url(host: str, port: int) -> str:
+    """The ``http://`` URL of ``host:port`` (an IPv6 host in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def load_worker(worker: WorkerConfig) -> LoadedWorker:
+    """Import the worker; exceptions raised by the user's own code keep their traceback."""
+    from . import loader
+
+    try:
+        loaded = loader.load_worker(worker)
+    except DoemuError as exc:
+        _fail(str(exc))
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return loaded
+
+
+def setup_logging(level: str) -> None:
+    """Log to stderr at ``level`` (a setting's value, ``trace`` included)."""
+    logging.addLevelName(_TRACE, "TRACE")  # "trace" is a valid setting; logging lacks the level
+    logging.basicConfig(
+        level=_TRACE if level == "trace" else level.upper(),
+        format="%(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the listening socket as uvicorn would, before anything else starts.
+
+    uvicorn reports a busy port with ``sys.exit`` inside its task (a traceback, exit code 3, and
+    a ``--no-persist`` temp dir left behind); binding first makes it a one-line error.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        _fail(f"cannot listen on {http_url(host, port)}: {exc.strerror or exc}")
+    return sock
+
+
+@contextlib.contextmanager
+def _stop_signals(server: uvicorn.Server) -> Iterator[None]:
+    """Send SIGINT/SIGTERM to uvicorn's graceful shutdown, before, during and after ``serve()``.
+
+    Once it has shut down (storage committed), uvicorn restores the handlers it found and
+    re-raises the signal that stopped it. With Python's defaults that kills the process (exit
+    -15) or raises KeyboardInterrupt; with ``handle_exit`` installed it is a no-op and a graceful
+    stop exits 0. It also covers a signal that arrives before uvicorn installs its own handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in stops}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _server(config: uvicorn.Config, force_on_second_signal: bool) -> uvicorn.Server:
+    """uvicorn's server; a second SIGINT forces the exit only when ``force_on_second_signal``.
+
+    Under ``--reload``, Ctrl-C (or a group-wide SIGTERM) reaches the child and watchfiles then
+    sends it one more SIGINT: that duplicate must not turn the graceful shutdown into a forced one
+    (skipping the lifespan shutdown with a traceback). The parent still SIGKILLs a stuck child.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if force_on_second_signal or not self.should_exit:
+                super().handle_exit(sig, frame)
+
+    return Server(config)
+
+
+async def serve(
+    worker: WorkerConfig, settings: DoemuSettings, *, force_on_second_signal: bool = True
+) -> None:
+    """``doemu dev`` without ``--reload``: load the worker and serve it until a signal stops it."""
+    import uvicorn
+
+    from .runtime import ClassSpec, Runtime
+    from .server import DoemuApp
+    from .storage import StorageLimits
+
+    loaded = load_worker(worker)
+    async with contextlib.AsyncExitStack() as cleanup:
+        sock = cleanup.enter_context(_listen(settings.host, settings.port))
+        try:
+            runtime = Runtime(
+                worker_name=worker.name,
+                classes={name: ClassSpec(c.cls, c.sql) for name, c in loaded.classes.items()},
+                bindings={b.name: b.class_name for b in worker.bindings},
+                persist_dir=settings.persist_to if settings.persist else None,
+                vars=worker.vars,
+                idle_timeout=settings.idle_timeout,
+                max_live_objects=settings.max_live_objects,
+                limits=StorageLimits.production() if settings.limits == "production" else None,
+            )
+        except (DoemuError, OSError) as exc:
+            _fail(f"cannot start the runtime: {exc}")
+        # Closing is idempotent: this commits and removes a temp dir even when uvicorn's lifespan
+        # shutdown did not run (startup failure, a second Ctrl-C).
+        cleanup.push_async_callback(runtime.close)
+        server = _server(
+            uvicorn.Config(
+                DoemuApp(runtime, entry=loaded.entry, admin_token=settings.admin_token),
+                lifespan="on",
+                log_level="warning" if settings.log_level == "info" else settings.log_level,
+                access_log=settings.log_level in ("debug", "trace"),
+                ws_ping_interval=None,
+                # Open event streams and idle WebSockets never finish by themselves: give
+                # in-flight requests this long, then close the rest so shutdown completes.
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            ),
+            force_on_second_signal,
+        )
+        cleanup.enter_context(_stop_signals(server))
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started:
+            if serving.done():
+                await serving
+                _fail("the server failed to start (see the log above)")
+            await asyncio.sleep(0.01)
+        _banner(worker, loaded, runtime, settings, http_url(settings.host, sock.getsockname()[1]))
+        await serving
+
+
+def _banner(
+    worker: WorkerConfig, loaded: LoadedWorker, runtime: Runtime, settings: DoemuSettings, url: str
+) -> None:
+    """What is being served and where; the last line is the exact one harnesses wait for."""
+    persist = (
+        f"{display_path(runtime.persist_dir)} (persistent)"
+        if settings.persist
+        else f"{runtime.persist_dir} (temporary: removed on exit)"
+    )
+    click.echo(f"doemu {__version__} · worker {worker.name!r} · {worker.source_name}")
+    click.echo(f"  url:     {url}")
+    click.echo(f"  admin:   {url}/__doemu/api/health")
+    click.echo(f"  persist: {persist}")
+    entry = f"Default ({loaded.entry.__module__})" if loaded.entry else "default router"
+    click.echo(f"  entry:   {entry}")
+    for binding in worker.bindings:
+        item = loaded.classes[binding.class_name]
+        click.echo(f"  {binding.name} → {item.name} ({'sql' if item.sql else 'kv'}; {item.origin})")
+    if len(runtime.scheduler):
+        click.echo(f"  alarms:  {len(runtime.scheduler)} restored")
+    click.echo(f"doemu ready on {url}")
+    sys.stdout.flush()
+
+
+def run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
+    """Run ``doemu dev --no-reload`` as a child and restart it when a source file changes.
+
+    The parent owns the port (a busy one fails here, ``0`` is fixed once so a restart keeps the
+    URL) and, with ``--no-persist``, the temp dir, so state survives reloads as on a code update.
+    """
+    import watchfiles
+
+    with _listen(settings.host, settings.port) as probe:
+        port = probe.getsockname()[1]
+    temp = None if settings.persist else Path(tempfile.mkdtemp(prefix="doemu-"))
+    persist = (temp or settings.persist_to).resolve()
+    args = [
+        sys.executable, "-m", "doemu", "dev", "--no-reload", "--reload-child",
+        "--host", settings.host, "--port", str(port), "--persist-to", str(persist),
+        "--log-level", settings.log_level, "--limits", settings.limits,
+        "--idle-timeout", f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
+    ]  # fmt: skip
+    if worker.source is not None:
+        args += ["--config", str(worker.source)]
+    if settings.max_live_objects:
+        args += ["--max-live-objects", str(settings.max_live_objects)]
+    if settings.admin_token:  # through the environment: argv is visible to every local user
+        os.environ["DOEMU_ADMIN_TOKEN"] = settings.admin_token
+
+    def source_change(change: watchfiles.Change, path: str) -> bool:
+        p = Path(path).resolve()
+        if p == persist or persist in p.parents:
+            return False
+        if any(part in {".doemu", "__pycache__", ".git", ".venv"} for part in p.parts):
+            return False
+        return p.suffix in {".py", ".toml", ".json", ".jsonc"}
+
+    click.echo(f"doemu: watching {display_path(worker.base_dir)} for changes", err=True)
+    if temp is not None:
+        click.echo(f"doemu: --no-persist: state in {temp}, removed on exit", err=True)
+    try:
+        watchfiles.run_process(
+            worker.base_dir,
+            target=shlex.join(args),
+            target_type="command",
+            watch_filter=source_change,
+            callback=lambda changes: click.echo(
+                f"doemu: {len(changes)} change(s); restarting", err=True
+            ),
+        )
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
