@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["http_url", "load_worker", "run_with_reload", "serve", "setup_logging"]
 
 #: How long a graceful stop waits for in-flight requests before closing connections.
-GRACEFUL_SHUTDOWN_SECONDS = 5.0
+GRACEFUL_SHUTDOWN_SECONDS = 5
 
 _TRACE = 5  # uvicorn's TRACE level, below DEBUG
 
