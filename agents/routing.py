@@ -1,0 +1,115 @@
+"""``route_agent_request``: ``/agents/<kebab-case-binding>/<name>`` → that agent's ``fetch``.
+
+The SDK's rules (``agent-routing.ts``): every Durable Object binding in ``env`` (anything with an
+``idFromName`` method) is addressable under the kebab-case of its *binding name*, converted with
+the SDK's ``camelCaseToKebabCase`` — binding ``MyAgent`` or ``MY_AGENT`` → ``my-agent``. That is
+also what clients compute from the class name (``AgentClient({agent: "MyAgent"})`` connects to
+``/agents/my-agent/<name>``), so name the binding after the class. The instance is
+``idFromName(<name>)`` with the path segment as is (no percent-decoding, like ``new URL()``).
+
+* A path outside the prefix (or without both segments) is not an agent request: ``None``, so the
+  worker can fall through to its own routes.
+* A well-formed path whose namespace matches no binding answers ``400 Invalid request``, exactly as
+  the SDK does (it is an agent request, addressed wrongly).
+* Otherwise the request — an HTTP call or a WebSocket upgrade — is forwarded to the agent's stub
+  and the agent's response is returned unchanged.
+
+The class name itself cannot be matched portably: on Cloudflare a namespace binding does not
+reveal which class it serves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from workers import Response
+
+from .protocol import camel_case_to_kebab_case
+
+__all__ = ["agent_namespaces", "route_agent_request"]
+
+_log = logging.getLogger("agents.routing")
+
+_DEFAULT_CORS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, HEAD, OPTIONS",
+    "Access-Control-Allow-Headers": "*",
+    "Access-Control-Max-Age": "86400",
+}
+
+
+def agent_namespaces(env: Any) -> dict[str, tuple[str, Any]]:
+    """``{kebab-case name: (binding name, namespace)}`` for every Durable Object binding in env.
+
+    Works on Cloudflare's env (a JS proxy, enumerated with ``dir``) and on plain objects alike.
+    """
+    found: dict[str, tuple[str, Any]] = {}
+    names = list(env.keys()) if isinstance(env, Mapping) else dir(env)
+    for name in names:
+        if not isinstance(name, str) or name.startswith("_"):
+            continue
+        try:
+            value = env[name] if isinstance(env, Mapping) else getattr(env, name)
+        except Exception:
+            continue
+        if callable(getattr(value, "idFromName", None)):
+            found.setdefault(camel_case_to_kebab_case(name), (name, value))
+    return found
+
+
+async def route_agent_request(
+    request: Any,
+    env: Any,
+    *,
+    prefix: str = "agents",
+    cors: bool | Mapping[str, str] = False,
+) -> Any | None:
+    """Forward ``request`` to the agent its path names; ``None`` when it names none.
+
+    ``cors=True`` adds the SDK's permissive CORS headers to HTTP answers (and answers
+    ``OPTIONS`` preflights itself); a mapping supplies explicit headers instead.
+    """
+    prefix_parts = [p for p in prefix.split("/") if p]
+    parts = [p for p in urlsplit(str(request.url)).path.split("/") if p]
+    if parts[: len(prefix_parts)] != prefix_parts or len(parts) < len(prefix_parts) + 2:
+        return None
+    namespace_name = parts[len(prefix_parts)]
+    name = parts[len(prefix_parts) + 1]
+    bound = agent_namespaces(env).get(namespace_name)
+    if bound is None:
+        _log.error(
+            'The URL %s with namespace "%s" and name "%s" does not match any Durable Object '
+            "binding.",
+            request.url,
+            namespace_name,
+            name,
+        )
+        return Response("Invalid request", status=400)
+    upgrade = request.headers.get("Upgrade")
+    is_websocket = isinstance(upgrade, str) and upgrade.lower() == "websocket"
+    cors_headers = _cors_headers(cors)
+    if cors_headers and str(request.method).upper() == "OPTIONS":
+        return Response(None, headers=cors_headers)
+    _binding, namespace = bound
+    stub = namespace.get(namespace.idFromName(name))
+    response = await stub.fetch(request)
+    if cors_headers and not is_websocket:
+        headers = response.headers  # a copy on Cloudflare: rebuild the response with it
+        for key, value in cors_headers.items():
+            headers[key] = value
+        body = await response.bytes()
+        return Response(
+            body or None, status=response.status, status_text=response.status_text, headers=headers
+        )
+    return response
+
+
+def _cors_headers(cors: bool | Mapping[str, str]) -> dict[str, str] | None:
+    if cors is True:
+        return dict(_DEFAULT_CORS)
+    if isinstance(cors, Mapping):
+        return dict(cors)
+    return None
