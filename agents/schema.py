@@ -1,45 +1,52 @@
 """The agent's SQLite schema: created idempotently on every wake, versioned.
 
 Every feature module owns its tables (``SCHEMA`` tuples of ``CREATE ... IF NOT EXISTS``); this
-module applies them in one place. The version row lets a wake skip the DDL entirely when nothing
-changed and gives later releases a place to hang migrations (``MIGRATIONS[v]`` runs when moving
-from version ``v``).
+module applies them in one place. The stored row holds the schema version and a digest of the
+statements: a wake whose digest matches skips the DDL entirely, and any change to a feature's
+DDL (a new table, a new index) is applied on the next wake even without a version bump. Changes
+that ``IF NOT EXISTS`` cannot express (adding a column) go in ``MIGRATIONS[v]``, run when moving
+from version ``v``, with ``SCHEMA_VERSION`` bumped.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "ensure_schema"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_schema"]
 
-#: Bump when any feature's ``SCHEMA`` changes; add the upgrade steps to ``MIGRATIONS``.
+#: Bump when a change needs a step in ``MIGRATIONS``.
 SCHEMA_VERSION = 1
 
-_VERSION_TABLE = (
-    "CREATE TABLE IF NOT EXISTS cf_agents_schema (id INTEGER PRIMARY KEY, version INTEGER NOT NULL)"
-)
-
 MIGRATIONS: Mapping[int, tuple[str, ...]] = {}
+
+_TABLE = (
+    "CREATE TABLE IF NOT EXISTS cf_agents_schema ("
+    "id INTEGER PRIMARY KEY, version INTEGER NOT NULL, digest TEXT)"
+)
 
 Exec = Callable[..., Any]
 
 
 def ensure_schema(exec_sql: Exec, statements: Iterable[str]) -> bool:
-    """Create every table the agent needs; returns True when DDL ran (first wake or upgrade)."""
-    exec_sql(_VERSION_TABLE)
-    rows = list(exec_sql("SELECT version FROM cf_agents_schema WHERE id = 1"))
-    current = int(rows[0]["version"]) if rows else 0
-    if current == SCHEMA_VERSION:
+    """Create every table the agent needs; returns True when DDL ran (first wake or change)."""
+    ddl = list(statements)
+    digest = hashlib.sha256("\n".join(ddl).encode()).hexdigest()[:32]
+    exec_sql(_TABLE)
+    rows = list(exec_sql("SELECT version, digest FROM cf_agents_schema WHERE id = 1"))
+    if rows and rows[0]["version"] == SCHEMA_VERSION and rows[0]["digest"] == digest:
         return False
+    current = int(rows[0]["version"]) if rows else SCHEMA_VERSION
     for version in range(current, SCHEMA_VERSION):
         for statement in MIGRATIONS.get(version, ()):
             exec_sql(statement)
-    for statement in statements:
+    for statement in ddl:
         exec_sql(statement)
     exec_sql(
-        "INSERT INTO cf_agents_schema (id, version) VALUES (1, ?) "
-        "ON CONFLICT(id) DO UPDATE SET version = excluded.version",
+        "INSERT INTO cf_agents_schema (id, version, digest) VALUES (1, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET version = excluded.version, digest = excluded.digest",
         SCHEMA_VERSION,
+        digest,
     )
     return True

@@ -1,0 +1,279 @@
+"""Managed fibers in process: lifecycle, idempotency, cooperative cancel, resolve, crash recovery.
+
+The ledger (``cf_agents_fibers``) is observed through RPC methods that return records as dicts;
+a crash is ``h.reset(...)``, after which a fiber left ``running`` must become ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agents import Agent, AgentOptions
+from agents.fiber_types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
+
+GATES: dict[tuple[str, str], asyncio.Event] = {}
+
+
+def gate(obj: str, key: str) -> asyncio.Event:
+    return GATES.setdefault((obj, key), asyncio.Event())
+
+
+async def until(predicate: Callable[[], Awaitable[Any]], within_s: float = 5.0) -> Any:
+    deadline = time.monotonic() + within_s
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await asyncio.sleep(0.002)
+
+
+class JobAgent(Agent):
+    options = AgentOptions(keep_alive_interval_ms=1000)
+
+    async def on_start(self) -> None:
+        self._exec("CREATE TABLE IF NOT EXISTS effects (fiber TEXT, step TEXT)")
+        self._exec("CREATE TABLE IF NOT EXISTS hook_log (ctx TEXT)")
+
+    async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any:
+        self._exec(
+            "INSERT INTO hook_log VALUES (?)",
+            json.dumps(
+                {
+                    "id": ctx.id,
+                    "name": ctx.name,
+                    "snapshot": ctx.snapshot,
+                    "status": ctx.status,
+                    "managed": ctx.managed,
+                    "key": ctx.idempotency_key,
+                    "metadata": ctx.metadata,
+                }
+            ),
+        )
+        if ctx.name == "resolve-in-hook":
+            return FiberResolution(FiberStatus.COMPLETED, snapshot={"resumed": True})
+        if ctx.name == "hook-fails":
+            raise RuntimeError("hook broke")
+        return None
+
+    def _body(self, key: str, mode: str) -> Callable[[FiberContext], Awaitable[Any]]:
+        obj = self.name
+
+        async def body(ctx: FiberContext) -> None:
+            self._exec("INSERT INTO effects VALUES (?, 'start')", key)
+            ctx.stash({"step": 1, "key": key})
+            if mode == "fail":
+                raise ValueError("job failed")
+            if mode == "cooperative":
+                await ctx.signal.wait()
+                ctx.signal.throw_if_aborted()
+            if mode == "gated":
+                await gate(obj, key).wait()
+            self._exec("INSERT INTO effects VALUES (?, 'end')", key)
+
+        return body
+
+    async def start(
+        self, name: str, key: str | None, mode: str, wait: bool = False, fiber_id: Any = None
+    ) -> dict[str, Any]:
+        record = await self.start_fiber(
+            name,
+            self._body(key or name, mode),
+            fiber_id=fiber_id,
+            idempotency_key=key,
+            metadata={"topic": name},
+            wait_for_completion=wait,
+        )
+        return record.to_dict()
+
+    async def inspect(self, fiber_id: str) -> dict[str, Any] | None:
+        record = await self.inspect_fiber(fiber_id)
+        return None if record is None else record.to_dict()
+
+    async def listing(self, status: Any = None, name: Any = None, limit: Any = None) -> list[str]:
+        return [r.name for r in await self.list_fibers(status=status, name=name, limit=limit)]
+
+    async def cancel(self, fiber_id: str, reason: str) -> bool:
+        return await self.cancel_fiber(fiber_id, reason)
+
+    async def resolve(self, fiber_id: str, result: dict[str, Any]) -> bool:
+        return await self.resolve_fiber(fiber_id, result)
+
+    async def delete(self, status: Any = None) -> int:
+        return await self.delete_fibers(status)
+
+    async def effects(self) -> list[list[str]]:
+        return [[r["fiber"], r["step"]] for r in self.sql("SELECT * FROM effects")]
+
+    async def hook_log(self) -> list[dict[str, Any]]:
+        return [json.loads(r["ctx"]) for r in self.sql("SELECT ctx FROM hook_log")]
+
+    async def run_rows(self) -> int:
+        return int(self.sql("SELECT count(*) AS n FROM cf_agents_runs")[0]["n"])
+
+
+async def status_of(stub: Any, fiber_id: str, status: str) -> dict[str, Any] | None:
+    record: dict[str, Any] | None = await stub.inspect(fiber_id)
+    return record if record is not None and record["status"] == status else None
+
+
+async def test_lifecycle_running_then_completed(harness_factory: Any, unique_name: Any) -> None:
+    h = await harness_factory({"JOBS": JobAgent})
+    name = unique_name("life")
+    stub = h.env.JOBS.getByName(name)
+    started = await stub.start("report", None, "gated")
+    assert started["accepted"] is True
+    assert started["status"] == "running"
+    assert started["metadata"] == {"topic": "report"}
+    assert started["started_at"] == started["created_at"] == h.clock.now()
+    fid = started["fiber_id"]
+    running = await until(lambda: _with_snapshot(stub, fid))
+    assert running["snapshot"] == {"step": 1, "key": "report"}
+    assert await stub.run_rows() == 1
+    gate(name, "report").set()
+    done = await until(lambda: status_of(stub, fid, "completed"))
+    assert done["settled_at"] == h.clock.now()
+    assert done["error"] is None
+    assert await stub.run_rows() == 0
+    assert await stub.effects() == [["report", "start"], ["report", "end"]]
+
+
+async def _with_snapshot(stub: Any, fiber_id: str) -> dict[str, Any] | None:
+    record: dict[str, Any] | None = await stub.inspect(fiber_id)
+    return record if record is not None and record["snapshot"] else None
+
+
+async def test_wait_for_completion_and_failure_status(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": JobAgent})
+    stub = h.env.JOBS.getByName(unique_name("wait"))
+    done = await stub.start("quick", None, "plain", True)
+    assert (done["status"], done["accepted"]) == ("completed", True)
+    await h.advance(10)  # newest first: give the second fiber a later created_at
+    failed = await stub.start("broken", None, "fail", True)
+    assert (failed["status"], failed["error"]) == ("error", "job failed")
+    assert await stub.run_rows() == 0
+    assert await stub.listing() == ["broken", "quick"]
+    assert await stub.listing("error") == ["broken"]
+    assert await stub.listing(["completed", "error"], "quick") == ["quick"]
+    assert await stub.listing(None, None, 1) == ["broken"]
+
+
+async def test_duplicate_idempotency_key_returns_existing_and_never_reruns(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": JobAgent})
+    name = unique_name("idem")
+    stub = h.env.JOBS.getByName(name)
+    first = await stub.start("charge", "order-7", "gated")
+    again = await stub.start("charge", "order-7", "gated")
+    assert again["accepted"] is False
+    assert again["fiber_id"] == first["fiber_id"]
+    gate(name, "order-7").set()
+    await until(lambda: status_of(stub, first["fiber_id"], "completed"))
+    after = await stub.start("charge", "order-7", "plain", True)
+    assert (after["accepted"], after["status"]) == (False, "completed")
+    assert await stub.effects() == [["order-7", "start"], ["order-7", "end"]]  # ran once
+    by_id = await stub.start("charge", None, "plain", False, first["fiber_id"])
+    assert by_id["accepted"] is False
+    with pytest.raises(Exception, match="refer to different fibers"):
+        await stub.start("charge", "order-7", "plain", False, "some-other-id")
+
+
+async def test_cancel_is_cooperative_and_final(harness_factory: Any, unique_name: Any) -> None:
+    h = await harness_factory({"JOBS": JobAgent})
+    stub = h.env.JOBS.getByName(unique_name("cancel"))
+    fid = (await stub.start("long", None, "cooperative"))["fiber_id"]
+    await until(lambda: _with_snapshot(stub, fid))
+    assert await stub.cancel(fid, "user changed their mind") is True
+    record = await stub.inspect(fid)
+    assert (record["status"], record["error"]) == ("aborted", "user changed their mind")
+    await until(lambda: _no_runs(stub))  # the code saw the signal and stopped
+    assert await stub.effects() == [["long", "start"]]  # never reached its end
+    assert (await stub.inspect(fid))["status"] == "aborted"
+    assert await stub.cancel(fid, "again") is False
+    assert await stub.resolve(fid, {"status": "completed"}) is False  # only interrupted ones
+
+
+async def _no_runs(stub: Any) -> bool:
+    return await stub.run_rows() == 0
+
+
+async def test_crash_leaves_running_fiber_interrupted_and_hook_sees_it(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": JobAgent})
+    name = unique_name("crash")
+    stub = h.env.JOBS.getByName(name)
+    fid = (await stub.start("crawl", "crawl-key", "gated"))["fiber_id"]
+    await until(lambda: _with_snapshot(stub, fid))
+    h.reset("JOBS", name, "simulated crash")
+
+    record = await stub.inspect(fid)  # activation runs recovery first
+    assert record["status"] == "interrupted"
+    assert record["snapshot"] == {"step": 1, "key": "crawl-key"}
+    (seen,) = await stub.hook_log()
+    assert seen == {
+        "id": fid,
+        "name": "crawl",
+        "snapshot": {"step": 1, "key": "crawl-key"},
+        "status": "interrupted",
+        "managed": True,
+        "key": "crawl-key",
+        "metadata": {"topic": "crawl"},
+    }
+    assert await stub.run_rows() == 0
+    # The same key still answers with the interrupted record, without re-running the work.
+    again = await stub.start("crawl", "crawl-key", "plain")
+    assert (again["accepted"], again["status"]) == (False, "interrupted")
+    assert await stub.effects() == [["crawl-key", "start"]]
+    # Settle it by hand afterwards.
+    assert await stub.resolve(fid, {"status": "completed", "snapshot": {"done": True}}) is True
+    resolved = await stub.inspect(fid)
+    assert (resolved["status"], resolved["snapshot"]) == ("completed", {"done": True})
+    await h.advance(5_000)
+    assert len(await stub.hook_log()) == 1
+
+
+async def test_hook_can_resolve_interrupted_fiber_or_fail_it(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": JobAgent})
+    name = unique_name("hook-resolve")
+    stub = h.env.JOBS.getByName(name)
+    ok = (await stub.start("resolve-in-hook", None, "gated"))["fiber_id"]
+    bad = (await stub.start("hook-fails", None, "gated"))["fiber_id"]
+    await until(lambda: _with_snapshot(stub, bad))
+    h.reset("JOBS", name, "simulated crash")
+    resolved = await stub.inspect(ok)
+    assert (resolved["status"], resolved["snapshot"]) == ("completed", {"resumed": True})
+    failed = await stub.inspect(bad)
+    assert (failed["status"], failed["error"]) == ("error", "hook broke")
+    assert await stub.run_rows() == 0
+    assert await h.get_alarm("JOBS", name) is None
+
+
+async def test_delete_fibers_removes_terminal_records(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": JobAgent})
+    name = unique_name("delete")
+    stub = h.env.JOBS.getByName(name)
+    await stub.start("a", None, "plain", True)
+    await h.advance(10)
+    await stub.start("b", None, "fail", True)
+    running = (await stub.start("c", None, "gated"))["fiber_id"]
+    assert await stub.delete() == 2
+    assert await stub.listing() == ["c"]
+    assert await stub.delete("running") == 0  # never deletes live work
+    gate(name, "c").set()
+    await until(lambda: status_of(stub, running, "completed"))
+    assert await stub.delete("completed") == 1
