@@ -1,15 +1,266 @@
-"""Placeholder: replaced by the queue feature."""
+"""``queue(callback, payload)``: durable, in-order background work (``cf_agents_queues``).
+
+An item is a row in the SDK's ``cf_agents_queues`` table (``id, payload, callback, created_at`` in
+Unix seconds, ``retry_options``), written before ``queue()`` returns; the queue is then flushed in
+the background (``ctx.waitUntil``), one item at a time in insertion order. Each item's callback —
+a method name, called as ``method(payload, item)`` — is retried per its retry options; an item
+that still fails is reported through ``on_error(error, item)`` and removed, so a poison item never
+blocks the ones behind it.
+
+Unlike the TypeScript SDK, whose flush only runs after a new ``queue()`` call, items left behind
+by a crash or reset (the row is deleted only after its callback settled) are drained on the next
+activation: ``_resume_queue()`` runs from ``_start`` after ``on_start``. Callbacks therefore run
+*at least once* and should be idempotent.
+"""
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA", "QueueMixin"]
+import asyncio
+import inspect
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-SCHEMA: tuple[str, ...] = ()
+from js import Date
+
+from .callbacks import call_with_optional_args, callback_name, find_callback
+from .errors import AgentsError
+from .retry import (
+    RetryMixin,
+    RetryOptionsError,
+    RetrySpec,
+    resolve_retry_options,
+    retry,
+    retry_options_from_json,
+    retry_options_to_json,
+)
+from .schedule_types import new_id, to_json
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["SCHEMA", "QueueError", "QueueItem", "QueueMixin"]
+
+_log = logging.getLogger("agents.queue")
+
+#: The SDK's DDL (its later ``ALTER TABLE ... ADD COLUMN retry_options`` folded in).
+SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS cf_agents_queues (
+      id TEXT PRIMARY KEY NOT NULL,
+      payload TEXT,
+      callback TEXT,
+      created_at INTEGER DEFAULT (unixepoch()),
+      retry_options TEXT
+    )
+    """,
+)
 
 
-class QueueMixin:
+class QueueError(AgentsError):
+    """``queue()`` was used wrongly (unknown callback, payload not JSON, bad retry options)."""
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """One pending ``cf_agents_queues`` row as the SDK's ``QueueItem``."""
+
+    id: str
+    callback: str
+    payload: Any
+    #: Unix seconds.
+    created_at: int
+    retry: Mapping[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The SDK's JSON shape."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "callback": self.callback,
+            "payload": self.payload,
+            "created_at": self.created_at,
+        }
+        if self.retry:
+            out["retry"] = retry_options_to_json(self.retry)
+        return out
+
+
+def _row_to_item(row: Mapping[str, Any]) -> QueueItem:
+    """Raises ``ValueError`` when the stored payload is not JSON."""
+    raw = row.get("payload")
+    retry_fields = None
+    if isinstance(row.get("retry_options"), str):
+        try:
+            retry_fields = retry_options_from_json(json.loads(row["retry_options"]))
+        except ValueError:
+            retry_fields = None
+    return QueueItem(
+        id=str(row["id"]),
+        callback=str(row["callback"]),
+        payload=json.loads(raw) if raw is not None else None,
+        created_at=int(row.get("created_at") or 0),
+        retry=retry_fields,
+    )
+
+
+_ORDER = " ORDER BY created_at ASC, rowid ASC"
+
+
+class QueueMixin(RetryMixin):
+    """Durable FIFO of method calls; part of :class:`~agents.agent.Agent`."""
+
+    _queue_flushing: bool
+
     def _init_queue(self) -> None:
-        pass
+        self._queue_flushing = False
+
+    def _agent(self) -> Agent:
+        return self  # type: ignore[return-value]
+
+    async def queue(
+        self,
+        callback: str | Callable[..., Any],
+        payload: Any = None,
+        *,
+        retry: RetrySpec | None = None,
+    ) -> str:
+        """Persist a call of ``callback(payload, item)`` and process it in the background."""
+        agent = self._agent()
+        name = callback_name(agent, callback)
+        if name is None:
+            shown = callback if isinstance(callback, str) else getattr(callback, "__name__", "?")
+            raise QueueError(f"queue callback {shown!r} is not a method of {type(agent).__name__}")
+        try:
+            payload_json = to_json(payload)
+        except (TypeError, ValueError) as exc:
+            raise QueueError(f"queue payload is not JSON-serializable: {exc}") from exc
+        try:
+            resolve_retry_options(retry, agent.options.retry)
+        except RetryOptionsError as exc:
+            raise QueueError(str(exc)) from exc
+        retry_json = retry_options_to_json(retry)
+        item_id = new_id()
+        agent.sql(
+            "INSERT INTO cf_agents_queues (id, payload, callback, created_at, retry_options) "
+            "VALUES (?, ?, ?, ?, ?)",
+            item_id,
+            payload_json,
+            name,
+            math.floor(float(Date.now()) / 1000),
+            to_json(retry_json) if retry_json else None,
+        )
+        if getattr(agent, "_started", False):  # before that, _start resumes the queue
+            self._start_queue_flush()
+        return item_id
+
+    def _start_queue_flush(self) -> None:
+        if not self._queue_flushing:
+            # A Task, not a bare coroutine: Pyodide hands a Future to JavaScript as a Promise.
+            self._agent().ctx.waitUntil(asyncio.ensure_future(self._flush_queue()))
 
     async def _resume_queue(self) -> None:
-        pass
+        """Drain items an earlier activation left behind (in the background, not in ``_start``)."""
+        if self._agent().sql("SELECT id FROM cf_agents_queues LIMIT 1"):
+            self._start_queue_flush()
+
+    async def _flush_queue(self) -> None:
+        """Process items in order until the table is empty; one flush at a time."""
+        if self._queue_flushing:
+            return
+        self._queue_flushing = True
+        agent = self._agent()
+        try:
+            while True:
+                rows = agent.sql("SELECT id FROM cf_agents_queues" + _ORDER)
+                if not rows:
+                    break
+                for entry in rows:
+                    current = agent.sql("SELECT * FROM cf_agents_queues WHERE id = ?", entry["id"])
+                    if not current:
+                        continue  # dequeued meanwhile
+                    # Removed only once the callback settled (errors are caught inside): a
+                    # reset mid-callback leaves the row for the next activation.
+                    await self._execute_queue_item(current[0])
+                    self.dequeue(str(entry["id"]))
+        finally:
+            self._queue_flushing = False
+
+    async def _execute_queue_item(self, row: Mapping[str, Any]) -> None:
+        agent = self._agent()
+        try:
+            item = _row_to_item(row)
+        except ValueError as exc:
+            await self._report_queue_error(
+                QueueError(f"queue item {row['id']} has a corrupt payload: {exc}"), row
+            )
+            return
+        method = find_callback(agent, item.callback)
+        if method is None:
+            await self._report_queue_error(
+                QueueError(f"queue item {item.id}: callback {item.callback!r} not found"), item
+            )
+            return
+        try:
+            opts = resolve_retry_options(item.retry, agent.options.retry)
+        except RetryOptionsError:
+            opts = agent.options.retry
+
+        async def attempt() -> Any:
+            return await call_with_optional_args(method, item.payload, item)
+
+        try:
+            await retry(attempt, defaults=opts)
+        except Exception as exc:
+            _log.error(
+                "queue callback %r failed after %d attempts: %r",
+                item.callback,
+                opts.max_attempts,
+                exc,
+            )
+            await self._report_queue_error(exc, item)
+
+    async def _report_queue_error(self, error: Exception, context: Any) -> None:
+        try:
+            result = self._agent().on_error(error, context)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # the SDK swallows errors from onError here
+            _log.exception("on_error raised while reporting a queue failure")
+
+    # -- inspection and removal -------------------------------------------------------------------
+    def dequeue(self, id: str) -> None:
+        """Remove one pending item."""
+        self._agent().sql("DELETE FROM cf_agents_queues WHERE id = ?", id)
+
+    def dequeue_all(self) -> None:
+        """Remove every pending item."""
+        self._agent().sql("DELETE FROM cf_agents_queues")
+
+    def dequeue_all_by_callback(self, callback: str) -> None:
+        """Remove every pending item for ``callback``."""
+        self._agent().sql("DELETE FROM cf_agents_queues WHERE callback = ?", callback)
+
+    def get_queue(self, id: str) -> QueueItem | None:
+        """The pending item with this id, or None."""
+        rows = self._agent().sql("SELECT * FROM cf_agents_queues WHERE id = ?", id)
+        if not rows:
+            return None
+        try:
+            return _row_to_item(rows[0])
+        except ValueError:
+            return None
+
+    def get_queues(self, key: str, value: Any) -> list[QueueItem]:
+        """Pending items whose (object) payload has ``payload[key] == value``, in order."""
+        out: list[QueueItem] = []
+        for row in self._agent().sql("SELECT * FROM cf_agents_queues" + _ORDER):
+            try:
+                item = _row_to_item(row)
+            except ValueError:
+                continue
+            if isinstance(item.payload, Mapping) and item.payload.get(key) == value:
+                out.append(item)
+        return out

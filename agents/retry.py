@@ -1,0 +1,188 @@
+"""``retry(fn, ...)``: retries with full-jitter exponential back-off, as the SDK's ``tryN``.
+
+Schedules, queue items and user code (``self.retry(fn)``) share one policy so that a failing
+callback behaves the same wherever it runs:
+
+* ``fn`` is called with the attempt number (1-based) when it takes a parameter, as the SDK passes
+  ``attempt`` to its callback; sync and async functions both work.
+* After attempt ``n`` fails, the next one waits ``floor(random() × min(max_delay_ms,
+  base_delay_ms × 2ⁿ))`` ms — "full jitter", so many failing callers do not retry in lock-step.
+* ``should_retry(error, next_attempt)`` may stop early; the last error is re-raised unchanged.
+
+``sleep`` and ``random`` are module-level hooks on purpose: the back-off is real time (a
+Durable Object has no other timer that an alarm handler could wait on), and tests replace them
+to assert the delays without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random as _random
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from .callbacks import call_with_optional_args
+from .errors import AgentsError
+from .options import RetryOptions
+
+__all__ = [
+    "RetryMixin",
+    "RetryOptionsError",
+    "backoff_delay_ms",
+    "random",
+    "resolve_retry_options",
+    "retry",
+    "retry_options_from_json",
+    "retry_options_to_json",
+    "sleep",
+]
+
+T = TypeVar("T")
+
+#: Awaited with a delay in **seconds** between attempts; tests replace it.
+sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+#: Returns a float in ``[0, 1)`` for the jitter; tests replace it.
+random: Callable[[], float] = _random.random
+
+#: Retry options as a user may pass them: the dataclass, or a partial mapping (snake_case or the
+#: SDK's camelCase keys) whose missing fields fall back to the agent's ``options.retry``.
+RetrySpec = RetryOptions | Mapping[str, Any]
+
+_FIELDS = {
+    "max_attempts": "max_attempts",
+    "maxAttempts": "max_attempts",
+    "base_delay_ms": "base_delay_ms",
+    "baseDelayMs": "base_delay_ms",
+    "max_delay_ms": "max_delay_ms",
+    "maxDelayMs": "max_delay_ms",
+}
+_SDK_KEYS = {
+    "max_attempts": "maxAttempts",
+    "base_delay_ms": "baseDelayMs",
+    "max_delay_ms": "maxDelayMs",
+}
+
+
+class RetryOptionsError(AgentsError, ValueError):
+    """Retry options that cannot work (unknown key, fewer than one attempt, base > max)."""
+
+
+def backoff_delay_ms(attempt: int, base_delay_ms: float, max_delay_ms: float) -> int:
+    """The wait after failed attempt ``attempt`` (1-based): in ``[0, min(max, base·2ⁿ))``."""
+    upper: float = min(base_delay_ms * float(2**attempt), max_delay_ms)
+    return math.floor(float(random()) * upper)
+
+
+def _normalize(spec: RetrySpec | None) -> dict[str, int]:
+    """Only the fields the caller set, snake_case; validated one by one."""
+    if spec is None:
+        return {}
+    if isinstance(spec, RetryOptions):
+        return {
+            "max_attempts": spec.max_attempts,
+            "base_delay_ms": spec.base_delay_ms,
+            "max_delay_ms": spec.max_delay_ms,
+        }
+    out: dict[str, int] = {}
+    for key, value in spec.items():
+        field = _FIELDS.get(key)
+        if field is None:
+            raise RetryOptionsError(f"unknown retry option {key!r}")
+        if value is None:
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value):
+            raise RetryOptionsError(f"retry option {key!r} must be a finite number, got {value!r}")
+        out[field] = int(value)
+    return out
+
+
+def resolve_retry_options(spec: RetrySpec | None, defaults: RetryOptions) -> RetryOptions:
+    """``spec``'s fields over ``defaults``; raises :class:`RetryOptionsError` if unusable."""
+    merged = {**_normalize(defaults), **_normalize(spec)}
+    try:
+        return RetryOptions(**merged)
+    except ValueError as exc:
+        raise RetryOptionsError(f"invalid retry options: {exc}") from exc
+
+
+def retry_options_to_json(spec: RetrySpec | None) -> dict[str, int] | None:
+    """The SDK's ``retry_options`` column shape (camelCase, only the fields given), or None."""
+    fields = _normalize(spec)
+    if not fields:
+        return None
+    return {_SDK_KEYS[k]: v for k, v in fields.items()}
+
+
+def retry_options_from_json(value: Any) -> dict[str, int] | None:
+    """Parse a stored ``retry_options`` object back into partial snake_case fields (None if bad)."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return _normalize(value) or None
+    except RetryOptionsError:
+        return None
+
+
+async def retry(
+    fn: Callable[..., Any],
+    *,
+    max_attempts: int | None = None,
+    base_delay_ms: int | None = None,
+    max_delay_ms: int | None = None,
+    should_retry: Callable[[BaseException, int], bool] | None = None,
+    defaults: RetryOptions | None = None,
+) -> Any:
+    """Run ``fn`` until it succeeds or the attempts run out; returns its result.
+
+    Unset limits come from ``defaults`` (the agent's ``options.retry``; else the SDK's defaults
+    3 / 100 ms / 3000 ms). ``should_retry(error, next_attempt)`` returning false re-raises at once.
+    Only :class:`Exception` is retried: cancellation (an object reset) always propagates.
+    """
+    opts = resolve_retry_options(
+        {
+            "max_attempts": max_attempts,
+            "base_delay_ms": base_delay_ms,
+            "max_delay_ms": max_delay_ms,
+        },
+        defaults or RetryOptions(),
+    )
+    attempt = 1
+    while True:
+        try:
+            return await call_with_optional_args(fn, attempt)
+        except Exception as exc:
+            next_attempt = attempt + 1
+            if next_attempt > opts.max_attempts:
+                raise
+            if should_retry is not None and not should_retry(exc, next_attempt):
+                raise
+            await sleep(backoff_delay_ms(attempt, opts.base_delay_ms, opts.max_delay_ms) / 1000)
+            attempt = next_attempt
+
+
+class RetryMixin:
+    """``self.retry(fn, ...)`` with the agent's ``options.retry`` as defaults."""
+
+    async def retry(
+        self,
+        fn: Callable[..., Awaitable[T]] | Callable[..., T],
+        *,
+        max_attempts: int | None = None,
+        base_delay_ms: int | None = None,
+        max_delay_ms: int | None = None,
+        should_retry: Callable[[BaseException, int], bool] | None = None,
+    ) -> T:
+        """Retry ``fn`` (called with the 1-based attempt if it takes an argument); see module."""
+        options = getattr(self, "options", None)
+        defaults = getattr(options, "retry", None)
+        result: T = await retry(
+            fn,
+            max_attempts=max_attempts,
+            base_delay_ms=base_delay_ms,
+            max_delay_ms=max_delay_ms,
+            should_retry=should_retry,
+            defaults=defaults if isinstance(defaults, RetryOptions) else None,
+        )
+        return result
