@@ -11,10 +11,13 @@ parameters; :func:`call_with_optional_args` gives Python callbacks the same free
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["call_with_optional_args", "callback_name", "find_callback"]
+_log = logging.getLogger("agents.callbacks")
+
+__all__ = ["call_with_optional_args", "callback_name", "find_callback", "report_error"]
 
 
 def callback_name(agent: object, callback: str | Callable[..., Any]) -> str | None:
@@ -61,3 +64,17 @@ def _positional_capacity(fn: Callable[..., Any], available: int) -> int:
         ):
             count += 1
     return min(count, available)
+
+
+async def report_error(agent: Any, error: Exception, context: Any, what: str = "callback") -> None:
+    """Hand a framework-run callback's failure to ``agent.on_error(error, context)``.
+
+    An ``on_error`` that raises in turn is logged and swallowed, as the SDK does: a broken error
+    hook must not stop the queue or the schedule loop.
+    """
+    try:
+        result = agent.on_error(error, context)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        _log.exception("on_error raised while reporting a %s failure", what)

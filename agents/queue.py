@@ -16,7 +16,6 @@ activation: ``_resume_queue()`` runs from ``_start`` after ``on_start``. Callbac
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import math
@@ -26,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 from js import Date
 
-from .callbacks import call_with_optional_args, callback_name, find_callback
+from .callbacks import callback_name, find_callback, report_error
 from .errors import AgentsError
 from .retry import (
     RetryMixin,
     RetryOptionsError,
     RetrySpec,
     resolve_retry_options,
-    retry,
     retry_options_from_json,
     retry_options_to_json,
+    run_callback,
 )
 from .schedule_types import new_id, to_json
 
@@ -193,42 +192,21 @@ class QueueMixin(RetryMixin):
         try:
             item = _row_to_item(row)
         except ValueError as exc:
-            await self._report_queue_error(
-                QueueError(f"queue item {row['id']} has a corrupt payload: {exc}"), row
+            await report_error(
+                agent, QueueError(f"queue item {row['id']} has a corrupt payload: {exc}"), row
             )
             return
         method = find_callback(agent, item.callback)
         if method is None:
-            await self._report_queue_error(
-                QueueError(f"queue item {item.id}: callback {item.callback!r} not found"), item
+            await report_error(
+                agent,
+                QueueError(f"queue item {item.id}: callback {item.callback!r} not found"),
+                item,
             )
             return
-        try:
-            opts = resolve_retry_options(item.retry, agent.options.retry)
-        except RetryOptionsError:
-            opts = agent.options.retry
-
-        async def attempt() -> Any:
-            return await call_with_optional_args(method, item.payload, item)
-
-        try:
-            await retry(attempt, defaults=opts)
-        except Exception as exc:
-            _log.error(
-                "queue callback %r failed after %d attempts: %r",
-                item.callback,
-                opts.max_attempts,
-                exc,
-            )
-            await self._report_queue_error(exc, item)
-
-    async def _report_queue_error(self, error: Exception, context: Any) -> None:
-        try:
-            result = self._agent().on_error(error, context)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # the SDK swallows errors from onError here
-            _log.exception("on_error raised while reporting a queue failure")
+        await run_callback(
+            agent, method, item, item.payload, item.retry, label=f"queue callback {item.callback!r}"
+        )
 
     # -- inspection and removal -------------------------------------------------------------------
     def dequeue(self, id: str) -> None:

@@ -17,14 +17,17 @@ to assert the delays without waiting.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random as _random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from .callbacks import call_with_optional_args
+from .callbacks import call_with_optional_args, report_error
 from .errors import AgentsError
 from .options import RetryOptions
+
+_log = logging.getLogger("agents.retry")
 
 __all__ = [
     "RetryMixin",
@@ -35,6 +38,7 @@ __all__ = [
     "retry",
     "retry_options_from_json",
     "retry_options_to_json",
+    "run_callback",
     "sleep",
 ]
 
@@ -186,3 +190,32 @@ class RetryMixin:
             defaults=defaults if isinstance(defaults, RetryOptions) else None,
         )
         return result
+
+
+async def run_callback(
+    agent: Any,
+    method: Callable[..., Any],
+    record: Any,
+    payload: Any,
+    retry_options: Any,
+    *,
+    label: str,
+) -> None:
+    """Run a schedule's or queue item's callback as ``method(payload, record)`` with retries.
+
+    The record's own retry options apply (unreadable ones fall back to ``agent.options.retry``);
+    the final failure is logged and reported through ``on_error(error, record)``.
+    """
+    try:
+        opts = resolve_retry_options(retry_options, agent.options.retry)
+    except RetryOptionsError:
+        opts = agent.options.retry
+
+    async def attempt() -> Any:
+        return await call_with_optional_args(method, payload, record)
+
+    try:
+        await retry(attempt, defaults=opts)
+    except Exception as exc:
+        _log.error("%s failed after %d attempts: %r", label, opts.max_attempts, exc)
+        await report_error(agent, exc, record, label)

@@ -27,7 +27,6 @@ Behaviour, as the SDK's ``Scheduler``:
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import math
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from js import Date
 
-from .callbacks import call_with_optional_args, callback_name, find_callback
+from .callbacks import callback_name, find_callback, report_error
 from .cron import next_cron_time_s
 from .errors import ScheduleError
 from .retry import (
@@ -45,9 +44,9 @@ from .retry import (
     RetryOptionsError,
     RetrySpec,
     resolve_retry_options,
-    retry,
     retry_options_from_json,
     retry_options_to_json,
+    run_callback,
 )
 from .schedule_types import (
     ONE_SHOT_TYPES,
@@ -354,13 +353,14 @@ class SchedulesMixin(RetryMixin):
         try:
             schedule = row_to_schedule(row)
         except ValueError as exc:
-            await self._report_schedule_error(
-                ScheduleError(f"schedule {row['id']} has a corrupt payload: {exc}"), row
+            await report_error(
+                agent, ScheduleError(f"schedule {row['id']} has a corrupt payload: {exc}"), row
             )
             return
         method = find_callback(agent, schedule.callback)
         if method is None:
-            await self._report_schedule_error(
+            await report_error(
+                agent,
                 ScheduleError(
                     f"schedule {schedule.id}: callback {schedule.callback!r} is not a method of "
                     f"{type(agent).__name__}"
@@ -368,33 +368,14 @@ class SchedulesMixin(RetryMixin):
                 schedule,
             )
             return
-        try:
-            opts = resolve_retry_options(schedule.retry, agent.options.retry)
-        except RetryOptionsError:
-            opts = agent.options.retry
-
-        async def attempt() -> Any:
-            return await call_with_optional_args(method, schedule.payload, schedule)
-
-        try:
-            await retry(attempt, defaults=opts)
-        except Exception as exc:
-            _log.error(
-                "schedule %s (%s) failed after %d attempts: %r",
-                schedule.id,
-                schedule.callback,
-                opts.max_attempts,
-                exc,
-            )
-            await self._report_schedule_error(exc, schedule)
-
-    async def _report_schedule_error(self, error: Exception, context: Any) -> None:
-        try:
-            result = self._agent().on_error(error, context)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # the SDK swallows errors from onError here
-            _log.exception("on_error raised while reporting a schedule failure")
+        await run_callback(
+            agent,
+            method,
+            schedule,
+            schedule.payload,
+            schedule.retry,
+            label=f"schedule {schedule.id} ({schedule.callback})",
+        )
 
     def _advance_schedule(self, row: Mapping[str, Any]) -> None:
         """Cron → next match; interval → now + interval, no longer running; one-shot → deleted."""
