@@ -233,7 +233,41 @@ def _normalize_method(method: object) -> str:
     return text.upper()
 
 
-class Request:
+class _Body:
+    """What requests and responses share: a body that can be read once, as JS bodies can.
+
+    ``text()`` decodes like the JS ``TextDecoder`` (a BOM is dropped, invalid UTF-8 becomes
+    U+FFFD) rather than raising.
+    """
+
+    _body: bytes | None
+    _body_used: bool
+    _USED_MESSAGE = "Body already used"
+
+    @property
+    def body(self) -> bytes | None:
+        return self._body
+
+    @property
+    def body_used(self) -> bool:
+        return self._body_used
+
+    def _consume(self) -> bytes:
+        if self._body_used:
+            raise OSError(self._USED_MESSAGE)
+        if self._body is None:
+            return b""
+        self._body_used = True
+        return self._body
+
+    async def bytes(self) -> bytes:
+        return self._consume()
+
+    async def text(self) -> str:
+        return self._consume().decode("utf-8-sig", errors="replace")
+
+
+class Request(_Body):
     """An HTTP request (Cloudflare's ``workers.Request``): ``Request(url, method=..., ...)``."""
 
     _url: str
@@ -335,14 +369,6 @@ class Request:
         return self._headers.copy()
 
     @property
-    def body(self) -> bytes | None:
-        return self._body
-
-    @property
-    def body_used(self) -> bool:
-        return self._body_used
-
-    @property
     def cf(self) -> Any:
         return self._cf
 
@@ -351,20 +377,6 @@ class Request:
         return self._redirect
 
     # -- body ------------------------------------------------------------------------------------
-    def _consume(self) -> bytes:
-        if self._body_used:
-            raise OSError("Body already used")
-        if self._body is None:
-            return b""
-        self._body_used = True
-        return self._body
-
-    async def bytes(self) -> bytes:
-        return self._consume()
-
-    async def text(self) -> str:
-        return self._consume().decode("utf-8-sig", errors="replace")
-
     async def json(self, **kwargs: Any) -> Any:
         return json.loads(await self.text(), **kwargs)
 
@@ -383,7 +395,7 @@ class _JsonMethod:
         return instance._read_json
 
 
-class FetchResponse:
+class FetchResponse(_Body):
     """The reading half of a response: ``pyodide.http.FetchResponse`` and Cloudflare's extras."""
 
     _status: int
@@ -392,7 +404,7 @@ class FetchResponse:
     _body: bytes | None
     _web_socket: WebSocket | None
     _url: str
-    _body_used: bool
+    _USED_MESSAGE = "Response body is already used"
 
     json = _JsonMethod()
 
@@ -442,29 +454,7 @@ class FetchResponse:
     def type(self) -> str:
         return "default"
 
-    @property
-    def body(self) -> bytes | None:
-        return self._body
-
-    @property
-    def body_used(self) -> bool:
-        return self._body_used
-
     # -- body ------------------------------------------------------------------------------------
-    def _consume(self) -> bytes:
-        if self._body_used:
-            raise OSError("Response body is already used")
-        if self._body is None:
-            return b""
-        self._body_used = True
-        return self._body
-
-    async def bytes(self) -> bytes:
-        return self._consume()
-
-    async def text(self) -> str:
-        return self._consume().decode("utf-8-sig", errors="replace")
-
     async def _read_json(self, **kwargs: Any) -> Any:
         return json.loads(await self.text(), **kwargs)
 
