@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +12,8 @@ import uvicorn
 
 from doemu.runtime import Runtime
 from doemu.server import DoemuApp
+
+from .polling import until
 
 
 @dataclass
@@ -46,16 +48,3 @@ async def serve(runtime: Runtime, **app_options: Any) -> AsyncIterator[Served]:
     finally:
         server.should_exit = True
         await task
-
-
-async def until(predicate: Callable[[], Any], *, within: float = 5.0, what: str = "it") -> Any:
-    """Poll ``predicate`` on the loop until truthy; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.005)

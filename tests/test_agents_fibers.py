@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from agents import Agent, AgentOptions, NotInFiberError
 from agents.fiber_recovery import MAX_BACKOFF_MS, backoff_ms
 from agents.fiber_types import FiberContext, FiberRecoveryContext
 from doemu.clock import ManualClock
+
+from .polling import eventually
 
 #: Gates that background fibers wait on, keyed by (object name, fiber name). Never set for a
 #: fiber meant to be "crashed" mid-flight.
@@ -26,18 +26,6 @@ GATES: dict[tuple[str, str], asyncio.Event] = {}
 
 def gate(obj: str, fiber: str) -> asyncio.Event:
     return GATES.setdefault((obj, fiber), asyncio.Event())
-
-
-async def until(predicate: Callable[[], Awaitable[Any]], within_s: float = 5.0) -> Any:
-    """Poll an async predicate until truthy (real-time deadline; the manual clock stands still)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.002)
 
 
 class FiberAgent(Agent):
@@ -204,18 +192,18 @@ async def test_concurrent_fibers_keep_their_own_rows_and_snapshots(
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("alpha", [1])
     await stub.start_bg("beta", [1, 2])
-    rows = await until(lambda: _runs_with_snapshots(stub, 2))
+    rows = await eventually(lambda: _runs_with_snapshots(stub, 2))
     assert [(r["name"], json.loads(r["snapshot"])) for r in rows] == [
         ("alpha", {"fiber": "alpha", "steps": [1]}),
         ("beta", {"fiber": "beta", "steps": [1, 2]}),
     ]
     assert await stub.refs() == 2
     gate(name, "beta").set()
-    await until(lambda: _run_names(stub, ["alpha"]))
+    await eventually(lambda: _run_names(stub, ["alpha"]))
     snapshot = json.loads((await stub.runs())[0]["snapshot"])
     assert snapshot == {"fiber": "alpha", "steps": [1]}  # beta's stash never touched alpha
     gate(name, "alpha").set()
-    await until(lambda: _run_names(stub, []))
+    await eventually(lambda: _run_names(stub, []))
     assert await stub.refs() == 0
     assert await h.get_alarm("FIBERS", name) is None  # nothing pending: the alarm is cleared
 
@@ -236,7 +224,7 @@ async def test_recovery_after_crash_calls_hook_once_with_name_snapshot_created_a
     name = unique_name("crash")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("research", ["a", "b"])
-    (before,) = await until(lambda: _runs_with_snapshots(stub, 1))
+    (before,) = await eventually(lambda: _runs_with_snapshots(stub, 1))
     assert await h.get_alarm("FIBERS", name) == h.clock.now() + 1000  # keep-alive heartbeat
     h.reset("FIBERS", name, "simulated crash")
     assert not h.is_live("FIBERS", name)
@@ -261,7 +249,7 @@ async def test_recovery_runs_from_the_alarm_without_any_request(
     name = unique_name("alarm-recovery")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("background", [1])
-    await until(lambda: _runs_with_snapshots(stub, 1))
+    await eventually(lambda: _runs_with_snapshots(stub, 1))
     h.reset("FIBERS", name, "simulated crash")
     await h.advance(1_000)  # only the persisted heartbeat alarm wakes the object
     assert h.is_live("FIBERS", name)
@@ -275,7 +263,7 @@ async def test_poison_recovery_row_is_kept_with_doubling_gaps_then_dropped_at_ma
     name = unique_name("poison")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("poison-pill", [])
-    (row,) = await until(lambda: _runs_with_snapshots(stub, 1))
+    (row,) = await eventually(lambda: _runs_with_snapshots(stub, 1))
     h.reset("FIBERS", name, "simulated crash")
     t0 = h.clock.now()
     assert row["created_at"] == t0
@@ -320,7 +308,7 @@ async def test_twenty_orphans_with_tiny_scan_deadline_are_each_recovered_exactly
         stub = h.env.FIBERS.getByName(name)
         for i in range(20):
             await stub.start_bg(f"orphan-{i:02d}", [i])
-        rows = await until(lambda: _runs_with_snapshots(stub, 20))
+        rows = await eventually(lambda: _runs_with_snapshots(stub, 20))
         h.reset("FIBERS", name, "simulated crash")
 
         first_scan = await stub.recovered()  # activation: the scan stops at its deadline
@@ -342,7 +330,7 @@ async def test_corrupt_snapshot_recovers_as_none(harness_factory: Any, unique_na
     name = unique_name("corrupt")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("corrupted", [1])
-    (row,) = await until(lambda: _runs_with_snapshots(stub, 1))
+    (row,) = await eventually(lambda: _runs_with_snapshots(stub, 1))
     corrupt = "UPDATE cf_agents_runs SET snapshot = '{not json' WHERE id = ?"
     await h.runtime.host("FIBERS", name).call("test", lambda inst: inst._exec(corrupt, row["id"]))
     h.reset("FIBERS", name, "simulated crash")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,22 +16,13 @@ import pytest
 from agents import Agent, AgentOptions
 from agents.fiber_types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
 
+from .polling import eventually
+
 GATES: dict[tuple[str, str], asyncio.Event] = {}
 
 
 def gate(obj: str, key: str) -> asyncio.Event:
     return GATES.setdefault((obj, key), asyncio.Event())
-
-
-async def until(predicate: Callable[[], Awaitable[Any]], within_s: float = 5.0) -> Any:
-    deadline = time.monotonic() + within_s
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.002)
 
 
 class JobAgent(Agent):
@@ -134,11 +124,11 @@ async def test_lifecycle_running_then_completed(harness_factory: Any, unique_nam
     assert started["metadata"] == {"topic": "report"}
     assert started["started_at"] == started["created_at"] == h.clock.now()
     fid = started["fiber_id"]
-    running = await until(lambda: _with_snapshot(stub, fid))
+    running = await eventually(lambda: _with_snapshot(stub, fid))
     assert running["snapshot"] == {"step": 1, "key": "report"}
     assert await stub.run_rows() == 1
     gate(name, "report").set()
-    done = await until(lambda: status_of(stub, fid, "completed"))
+    done = await eventually(lambda: status_of(stub, fid, "completed"))
     assert done["settled_at"] == h.clock.now()
     assert done["error"] is None
     assert await stub.run_rows() == 0
@@ -178,7 +168,7 @@ async def test_duplicate_idempotency_key_returns_existing_and_never_reruns(
     assert again["accepted"] is False
     assert again["fiber_id"] == first["fiber_id"]
     gate(name, "order-7").set()
-    await until(lambda: status_of(stub, first["fiber_id"], "completed"))
+    await eventually(lambda: status_of(stub, first["fiber_id"], "completed"))
     after = await stub.start("charge", "order-7", "plain", True)
     assert (after["accepted"], after["status"]) == (False, "completed")
     assert await stub.effects() == [["order-7", "start"], ["order-7", "end"]]  # ran once
@@ -192,11 +182,11 @@ async def test_cancel_is_cooperative_and_final(harness_factory: Any, unique_name
     h = await harness_factory({"JOBS": JobAgent})
     stub = h.env.JOBS.getByName(unique_name("cancel"))
     fid = (await stub.start("long", None, "cooperative"))["fiber_id"]
-    await until(lambda: _with_snapshot(stub, fid))
+    await eventually(lambda: _with_snapshot(stub, fid))
     assert await stub.cancel(fid, "user changed their mind") is True
     record = await stub.inspect(fid)
     assert (record["status"], record["error"]) == ("aborted", "user changed their mind")
-    await until(lambda: _no_runs(stub))  # the code saw the signal and stopped
+    await eventually(lambda: _no_runs(stub))  # the code saw the signal and stopped
     assert await stub.effects() == [["long", "start"]]  # never reached its end
     assert (await stub.inspect(fid))["status"] == "aborted"
     assert await stub.cancel(fid, "again") is False
@@ -214,7 +204,7 @@ async def test_crash_leaves_running_fiber_interrupted_and_hook_sees_it(
     name = unique_name("crash")
     stub = h.env.JOBS.getByName(name)
     fid = (await stub.start("crawl", "crawl-key", "gated"))["fiber_id"]
-    await until(lambda: _with_snapshot(stub, fid))
+    await eventually(lambda: _with_snapshot(stub, fid))
     h.reset("JOBS", name, "simulated crash")
 
     record = await stub.inspect(fid)  # activation runs recovery first
@@ -251,7 +241,7 @@ async def test_hook_can_resolve_interrupted_fiber_or_fail_it(
     stub = h.env.JOBS.getByName(name)
     ok = (await stub.start("resolve-in-hook", None, "gated"))["fiber_id"]
     bad = (await stub.start("hook-fails", None, "gated"))["fiber_id"]
-    await until(lambda: _with_snapshot(stub, bad))
+    await eventually(lambda: _with_snapshot(stub, bad))
     h.reset("JOBS", name, "simulated crash")
     resolved = await stub.inspect(ok)
     assert (resolved["status"], resolved["snapshot"]) == ("completed", {"resumed": True})
@@ -275,5 +265,5 @@ async def test_delete_fibers_removes_terminal_records(
     assert await stub.listing() == ["c"]
     assert await stub.delete("running") == 0  # never deletes live work
     gate(name, "c").set()
-    await until(lambda: status_of(stub, running, "completed"))
+    await eventually(lambda: status_of(stub, running, "completed"))
     assert await stub.delete("completed") == 1

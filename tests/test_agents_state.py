@@ -15,7 +15,7 @@ import pytest
 from agents import Agent, StateValidationError
 from doemu.testing import WorkerHarness
 
-from .servers import until
+from .polling import until
 
 #: Per agent name, what ``on_state_changed`` saw: ``[state, "server" | connection id]``.
 CHANGES: dict[str, list[list[Any]]] = {}

@@ -17,7 +17,8 @@ from doemu.clock import ManualClock
 from doemu.runtime import ClassSpec, Runtime
 from doemu.server import ABNORMAL_CLOSE_REASON
 
-from .servers import serve, until
+from .polling import until
+from .servers import serve
 
 BOOTS: dict[str, int] = {}
 
