@@ -218,6 +218,10 @@ class AlarmScheduler:
             heapq.heappush(self._heap, (when, next(self._seq), key))
             self._arm()
 
+    def running_task(self, key: AlarmKey) -> asyncio.Task[None] | None:
+        """The delivery of ``key`` in progress, if any."""
+        return self._running.get(key)
+
     def running(self) -> list[asyncio.Task[None]]:
         return list(self._running.values())
 

@@ -30,6 +30,8 @@ class SocketRegistry:
         self._host = host
         self._tags: dict[Any, tuple[str, ...]] = {}
         self._pinned: set[Any] = set()
+        # Accepted during a fetch whose 101 response has not been returned yet.
+        self._uncoupled: set[Any] = set()
         self.auto_response: Any = None
         self._auto_timestamps: dict[Any, float] = {}
         self.event_timeout_ms: int | None = None
@@ -77,6 +79,7 @@ class SocketRegistry:
             )
         bind(self._host)  # validates like workerd, then routes sends through the output gate
         self._tags[ws] = tag_list
+        self._uncoupled.add(ws)
         host = self._host
         ws._sink = lambda message: host.deliver_socket_message(ws, message)
         ws._close_sink = lambda code, reason, clean=True: host.deliver_socket_close(
@@ -96,10 +99,25 @@ class SocketRegistry:
             )
         return list(self._tags[ws])
 
+    def discard_uncoupled(self, returned: Any) -> None:
+        """A fetch finished: keep the socket its 101 response returned, drop the others.
+
+        A handler that accepted a socket and then failed (or returned something other than that
+        socket's pair) leaves a server end nobody can ever reach; it must not linger in
+        ``getWebSockets()`` collecting messages forever.
+        """
+        if not self._uncoupled:
+            return
+        for ws in list(self._uncoupled):
+            if ws is not returned:
+                self.remove(ws)
+        self._uncoupled.clear()
+
     def remove(self, ws: Any) -> None:
         self._tags.pop(ws, None)
         self._auto_timestamps.pop(ws, None)
         self._pinned.discard(ws)
+        self._uncoupled.discard(ws)
 
     def set_auto_response(self, pair: Any) -> None:
         self.auto_response = pair

@@ -18,6 +18,7 @@ import asyncio
 import enum
 import inspect
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -117,12 +118,16 @@ class ObjectHost:
             has_alarm_handler=callable(getattr(cls, "alarm", None)),
             on_alarm_commit=self._on_alarm_commit,
         )
-        stored_name = storage.get_meta("name")
-        if self.id.name is None and isinstance(stored_name, str):
-            self.id.name = stored_name
-        elif self.id.name is not None and stored_name != self.id.name:
-            storage.set_meta("name", self.id.name)
-            storage.commit()
+        try:
+            stored_name = storage.get_meta("name")
+            if self.id.name is None and isinstance(stored_name, str):
+                self.id.name = stored_name
+            elif self.id.name is not None and stored_name != self.id.name:
+                storage.set_meta("name", self.id.name)
+                storage.commit()
+        except BaseException:
+            storage.close()
+            raise
         self.storage = storage
         self.ctx = DurableObjectState(self, storage)
         self.state = Lifecycle.CONSTRUCTING
@@ -162,27 +167,38 @@ class ObjectHost:
         :class:`ObjectResetError` — so a caller that is itself another object's event sees an
         error from the call, not a cancellation of its own work.
         """
+        if self.runtime.closed:
+            raise ObjectResetError("The doemu runtime is shutting down.")
         task = asyncio.current_task()
         assert task is not None
         events = self._events
         events[task] = events.get(task, 0) + 1
         self.inflight += 1
         token = current_host.set(self)
+        storage: ObjectStorage | None = None
         try:
             await self._ready()
             storage = self.storage
             result = fn(self.instance)
             if inspect.isawaitable(result):
                 result = await result
-            if storage is not None and storage is self.storage:
-                storage.commit()  # output gate: durable before anything leaves the object
-            return result
         except asyncio.CancelledError:
             reset = self._reset_reason.pop(task, None)
             if reset is None:
                 raise
             task.uncancel()
             raise type(reset)(reset.reason) from None
+        except Exception:
+            self._raise_if_reset(task)
+            if storage is not None and storage is self.storage:
+                storage.commit()  # writes before the raise are kept, and durable before the error
+            raise
+        else:
+            # A handler that swallowed the reset's cancellation must not report success.
+            self._raise_if_reset(task)
+            if storage is not None and storage is self.storage:
+                storage.commit()  # output gate: durable before anything leaves the object
+            return result
         finally:
             current_host.reset(token)
             count = events.pop(task, 1) - 1
@@ -194,6 +210,13 @@ class ObjectHost:
             self.last_activity = self.runtime.clock.now()
             if not self.busy:
                 self._settled()
+
+    def _raise_if_reset(self, task: asyncio.Task[Any]) -> None:
+        reset = self._reset_reason.pop(task, None)
+        if reset is not None:
+            if task.cancelling():
+                task.uncancel()
+            raise type(reset)(reset.reason)
 
     def _settled(self) -> None:
         """Nothing is in flight any more: start the idle window (or forget a dead host)."""
@@ -225,6 +248,9 @@ class ObjectHost:
 
     def block_concurrency_while(self, fn: Callable[[], Any]) -> Awaitable[Any]:
         loop = asyncio.get_running_loop()
+        if asyncio.current_task() in self._blockers:
+            # Nested critical section (as workerd allows): the outer one already holds the gate.
+            return loop.create_task(_run_inline(fn))
         generation = self.generation
         previous = list(self._blockers)
 
@@ -299,14 +325,23 @@ class ObjectHost:
             "evicted", binding=self.namespace.binding, id=self.hex_id, name=self.id.name
         )
 
-    async def evict(self) -> None:
-        """Graceful eviction: wait for in-flight work to drain, then drop the instance."""
-        while self.busy and not self.sockets.pinning:
+    async def evict(self) -> bool:
+        """Graceful eviction: wait for in-flight work to drain, then drop the instance.
+
+        An object pinned by a socket it handles itself (``server.accept()``) cannot hibernate
+        that socket, so it is left live; returns whether the object was evicted.
+        """
+        while self.inflight or self._wait_until or self._blockers:
             if self._quiet is None:
                 self._quiet = asyncio.Event()
             self._quiet.clear()
             await self._quiet.wait()
+        if self.sockets.pinning:
+            _log.info("not evicting %s: a non-hibernatable WebSocket pins it", self.hex_id)
+            return False
+        was_live = self.live
         self.evict_now()
+        return was_live
 
     def _teardown(self, *, commit: bool) -> None:
         storage = self.storage
@@ -339,16 +374,18 @@ class ObjectHost:
         )
 
     def deliver_socket_close(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
+        self.sockets.remove(ws)  # gone even if the handler (or the constructor) fails
+
         def run(inst: Any) -> Any:
-            self.sockets.remove(ws)
             handler = getattr(inst, "webSocketClose", None)
             return None if handler is None else call_relaxed(handler, ws, code, reason, was_clean)
 
         self._spawn_socket_event("webSocketClose", run)
 
     def deliver_socket_error(self, ws: Any, error: BaseException) -> None:
+        self.sockets.remove(ws)
+
         def run(inst: Any) -> Any:
-            self.sockets.remove(ws)
             handler = getattr(inst, "webSocketError", None)
             return None if handler is None else call_relaxed(handler, ws, error)
 
@@ -379,11 +416,16 @@ class ObjectHost:
             storage = self.storage
             assert storage is not None
             stored = storage.alarm_time()
-            if stored is None or stored > runtime.clock.now():
-                outcome["skipped"] = True  # moved or deleted since it was scheduled
+            if stored is None:
+                outcome["skipped"] = True  # deleted since it was scheduled
+                return None
+            if stored > runtime.clock.now():
+                # Moved later (or the clock stepped back): keep it scheduled, never drop it.
+                outcome["skipped"] = True
+                runtime.scheduler.set(self.key, stored)
                 return None
             storage.begin_alarm_delivery(stored)
-            outcome["scheduled"] = stored
+            outcome["storage"] = storage
             method = getattr(instance, "alarm", None)
             if method is None:
                 return None
@@ -391,25 +433,30 @@ class ObjectHost:
 
         try:
             await self.call("alarm", handler)
-        except ObjectResetError:
-            return  # the reset left the alarm in place; it fires again (at least once)
         except Exception as exc:
-            self._alarm_failed(info, exc)
+            # A reset of this object (or an error from an object it called) is a failed
+            # delivery like any other: the alarm is retried, never silently dropped.
+            self._alarm_failed(info, exc, outcome.get("storage"))
             return
         if outcome.get("skipped"):
             return
         storage = self.storage
-        if storage is not None and not storage.end_alarm_delivery(success=True):
-            storage.commit()
+        delivered: ObjectStorage | None = outcome.get("storage")
+        if storage is not None and storage is delivered:
+            if not storage.end_alarm_delivery(success=True):
+                storage.commit()
         runtime.alarm_succeeded(self.key)
         runtime.events.emit(
             "alarm.fired", binding=self.namespace.binding, id=self.hex_id, retryCount=retry_count
         )
 
-    def _alarm_failed(self, info: AlarmInfo, exc: BaseException) -> None:
+    def _alarm_failed(
+        self, info: AlarmInfo, exc: BaseException, delivered_on: ObjectStorage | None
+    ) -> None:
         runtime = self.runtime
         storage = self.storage
-        if storage is None:  # constructor failed: nothing was delivered; retry the same way
+        if storage is None or storage is not delivered_on:
+            # The constructor failed, or the object was reset mid-handler: retry as failed.
             storage_touched = False
         else:
             storage_touched = storage.end_alarm_delivery(success=False)
@@ -422,7 +469,9 @@ class ObjectHost:
             runtime.drop_alarm(self)
             runtime.events.emit("alarm.dropped", binding=binding, id=self.hex_id, error=str(exc))
             return
-        retry_at = runtime.clock.now() + retry_delay_ms(info.retryCount, runtime.rng)
+        # Whole milliseconds, as every stored alarm time is (the alarm table stores integers).
+        delay = retry_delay_ms(info.retryCount, runtime.rng)
+        retry_at = float(math.ceil(runtime.clock.now() + delay))
         _log.warning(
             "alarm of %s raised %r; retry %d in %.1f s",
             self.hex_id,
@@ -458,6 +507,13 @@ class _ResetAware:
                 reset = self._host.last_reset or ObjectResetError("Durable Object was reset.")
                 raise type(reset)(reset.reason) from None
             raise
+
+
+async def _run_inline(fn: Callable[[], Any]) -> Any:
+    result = fn()
+    if inspect.isawaitable(result):
+        result = await result
+    return result
 
 
 def _self_cancelled() -> bool:

@@ -195,9 +195,14 @@ class Runtime:
         """Commit and close every object; stop timers. Safe to call twice."""
         if self.closed:
             return
-        self.closed = True
+        self.closed = True  # from here on, ObjectHost.call refuses new events
+        running = [*self.scheduler.running(), *self._tasks]
         self.scheduler.close()
         self.eviction.close()
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
         for ns in self.namespaces.values():
             for host in list(ns.hosts.values()):
                 if host.live:
@@ -261,16 +266,17 @@ class Runtime:
 
     def schedule_alarm_retry(self, host: ObjectHost, at: float, retry_count: int) -> None:
         key = host.key
+        self._retries[key] = (at, retry_count)
         storage = host.storage
         if storage is not None:
-            self._retries[key] = (at, retry_count)
-            storage.set_alarm_internal(at)
-            storage.commit()
-            self._retries[key] = (at, retry_count)
-        else:
-            self._retries[key] = (at, retry_count)
-            host.namespace.alarm_table.set(host.hex_id, at, host.id.name)
-            self.scheduler.set(key, at)
+            try:
+                storage.set_alarm_internal(at)
+                storage.commit()  # reports the new time through alarm_committed
+                return
+            except DoemuError:
+                _log.exception("could not store the retry of %s; scheduling it anyway", host.hex_id)
+        host.namespace.alarm_table.set(host.hex_id, at, host.id.name)
+        self.scheduler.set(key, at)
 
     def drop_alarm(self, host: ObjectHost) -> None:
         storage = host.storage
@@ -286,6 +292,9 @@ class Runtime:
     async def run_alarm_now(self, binding: str, name_or_id: str) -> bool:
         """Deliver ``name_or_id``'s pending alarm now; False when it has none."""
         host = self.host(binding, name_or_id)
+        running = self.scheduler.running_task(host.key)
+        if running is not None:  # never run the handler twice at once: let this one finish
+            await asyncio.gather(running, return_exceptions=True)
         pending = self.scheduler.get(host.key)
         if pending is None:
             pending = host.namespace.alarm_table.get(host.hex_id)
@@ -301,13 +310,13 @@ class Runtime:
         await host.deliver_alarm(pending)
         return True
 
-    async def evict(self, binding: str, name_or_id: str) -> None:
-        await self.host(binding, name_or_id).evict()
+    async def evict(self, binding: str, name_or_id: str) -> bool:
+        """Evict one object gracefully; False if it was not live (or a socket pins it)."""
+        return await self.host(binding, name_or_id).evict()
 
     async def evict_all(self) -> int:
-        hosts = self.live_hosts()
-        await asyncio.gather(*(h.evict() for h in hosts))
-        return len(hosts)
+        results = await asyncio.gather(*(h.evict() for h in self.live_hosts()))
+        return sum(1 for evicted in results if evicted)
 
     def reset(self, binding: str, name_or_id: str, reason: str | None = None) -> None:
         self.host(binding, name_or_id).reset(reason or "Durable Object reset by doemu.")

@@ -135,6 +135,7 @@ class DoemuApp:
             request = self._request(scope, body)
             response = await self._dispatch(scope, request)
             if response._web_socket is not None:
+                _release_uncoupled(response._web_socket)
                 raise HttpError(
                     500, "fetch() returned a 101 WebSocket response to a plain HTTP request"
                 )
@@ -265,11 +266,26 @@ class DoemuApp:
         await _bridge(client, receive, send)
 
 
+def _release_uncoupled(client: WebSocket) -> None:
+    """Forget the server end of a pair whose client end will never reach the network."""
+    server_end = client._peer
+    host = getattr(server_end, "_host", None)
+    if host is not None:
+        host.sockets.remove(server_end)
+
+
 async def _send_response(send: Send, response: Response, *, head: bool = False) -> None:
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
+    try:
+        headers = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in response.headers.items()
+            if k != "content-length"  # always the real length: a wrong one breaks the connection
+        ]
+    except UnicodeEncodeError as exc:
+        response = _json_response(500, {"error": f"fetch() returned a non-Latin-1 header: {exc}"})
+        headers = [(b"content-type", b"application/json")]
     body = response.body or b""
-    if not any(k == b"content-length" for k, _ in headers):
-        headers.append((b"content-length", str(len(body)).encode()))
+    headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else body})
 

@@ -9,6 +9,7 @@ committed (the output gate), exactly as for an HTTP response.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -97,13 +98,18 @@ class DurableObjectStub:
             return call_relaxed(handler, request)
 
         host = self._ns.host(self.id)
-        response = await host.call("fetch", invoke)
+        try:
+            response = await _invoke(host, "fetch", invoke)
+        except BaseException:
+            host.sockets.discard_uncoupled(None)  # accepted during a fetch that then failed
+            raise
+        client = response._web_socket if isinstance(response, workers.Response) else None
+        host.sockets.discard_uncoupled(getattr(client, "_peer", None))
         if not isinstance(response, workers.Response):
             raise RpcError(
                 f"fetch() of {self._ns.class_name} must return a Response, "
                 f"got {type(response).__name__}"
             )
-        client = response._web_socket
         if client is not None:
             _pin_if_not_hibernatable(host, client)
         return response
@@ -135,7 +141,7 @@ class DurableObjectStub:
             return getattr(instance, method)(*sent)
 
         try:
-            result = await self._ns.host(self.id).call("rpc", invoke)
+            result = await _invoke(self._ns.host(self.id), "rpc", invoke)
         except (ObjectResetError, DoemuError):
             raise
         except Exception as exc:
@@ -144,6 +150,21 @@ class DurableObjectStub:
 
     def __repr__(self) -> str:
         return f"DurableObjectStub({self._ns.class_name}, {self.id})"
+
+
+async def _invoke(host: ObjectHost, kind: str, fn: Callable[[Any], Any]) -> Any:
+    """Deliver an event to ``host``, isolated from the caller when the caller is an object.
+
+    From the server (no calling object) the event runs in the request's own task: the hot path.
+    From another object's event it runs in a task of its own, awaited through ``shield``: a
+    reset or cancellation of the caller then cannot cut the callee's handler short, exactly as
+    a Durable Object keeps running when the worker that called it goes away.
+    """
+    if current_host.get() is None:
+        return await host.call(kind, fn)
+    task = asyncio.ensure_future(host.call(kind, fn))
+    host.runtime.track(task)
+    return await asyncio.shield(task)
 
 
 def _pin_if_not_hibernatable(host: ObjectHost, client: Any) -> None:

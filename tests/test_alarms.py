@@ -185,3 +185,55 @@ async def test_run_alarm_now_delivers_a_future_alarm(harness_factory: Any) -> No
     assert await stub.fired() == 1
     assert await stub.get_alarm() is None
     assert await h.run_alarm("ALARMED", "run-now") is False
+
+
+class Aborting(DurableObject):
+    """First alarm delivery: ctx.abort(), or a reset error from a callee (then retried)."""
+
+    async def arm(self, at_ms: float, mode: str) -> None:
+        await self.ctx.storage.put("mode", mode)
+        await self.ctx.storage.setAlarm(at_ms)
+
+    async def runs(self) -> int:
+        return await self.ctx.storage.get("runs") or 0
+
+    async def alarm(self) -> None:
+        runs = (await self.ctx.storage.get("runs") or 0) + 1
+        self.ctx.storage.kv.put("runs", runs)
+        await self.ctx.storage.sync()
+        if runs == 1:
+            if await self.ctx.storage.get("mode") == "abort":
+                self.ctx.abort("abort inside the alarm")
+            await self.env.ABORTING.getByName("callee").boom()
+
+    async def boom(self) -> None:
+        self.ctx.abort("the callee resets")
+
+
+@pytest.mark.parametrize("mode", ["abort", "callee"])
+async def test_a_reset_during_the_alarm_is_retried_not_lost(
+    harness_factory: Any, mode: str
+) -> None:
+    h = await harness_factory({"ABORTING": Aborting})
+    stub = h.env.ABORTING.getByName(f"reset-{mode}")
+    await stub.arm(h.clock.now() + 100, mode)
+    await h.advance(100)
+    assert await stub.runs() == 1
+    await h.advance(3_000)  # the first retry comes 2-2.5 s later
+    assert await stub.runs() == 2
+    assert await h.get_alarm("ABORTING", f"reset-{mode}") is None
+
+
+async def test_a_pending_retry_fires_after_a_restart(harness_factory: Any) -> None:
+    h = await harness_factory({"ALARMED": Alarmed})
+    stub = h.env.ALARMED.getByName("retry-restart")
+    await stub.set_fail(True)
+    await stub.arm(h.clock.now() + 10)
+    await h.advance(10)
+    retry_at = await stub.get_alarm()
+    assert retry_at is not None and retry_at == int(retry_at)  # whole milliseconds
+    await stub.set_fail(False)
+    await h.restart()
+    await h.advance(retry_at - h.clock.now())
+    assert await h.env.ALARMED.getByName("retry-restart").fired() == 2
+    assert await h.env.ALARMED.getByName("retry-restart").get_alarm() is None

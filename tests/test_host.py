@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from typing import Any
 
 import pytest
@@ -182,3 +183,87 @@ async def test_wait_until_keeps_the_object_alive_until_it_settles(harness_factor
         await asyncio.sleep(0)
     assert not host.busy
     assert await stub.read("background") is True
+
+
+class Nested(DurableObject):
+    async def nested(self) -> str:
+        async def inner() -> str:
+            return "inner"
+
+        async def outer() -> str:
+            return str(await self.ctx.blockConcurrencyWhile(inner))
+
+        return str(await self.ctx.blockConcurrencyWhile(outer))
+
+    async def fail_after_write(self) -> None:
+        self.ctx.storage.kv.put("written", True)
+        raise RuntimeError("after the write")
+
+    async def swallow_reset(self, gate: str) -> str:
+        try:
+            await asyncio.sleep(3600)
+        except BaseException:
+            return "swallowed"
+        return "unreachable"
+
+    async def work(self) -> str:
+        await self.ctx.storage.put("state", "half")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        await self.ctx.storage.put("state", "done")
+        return "ok"
+
+    async def call_peer(self, name: str) -> str:
+        return str(await self.env.NESTED.getByName(name).work())
+
+    async def read(self, key: str) -> Any:
+        return await self.ctx.storage.get(key)
+
+
+async def test_nested_block_concurrency_while_does_not_deadlock(harness_factory: Any) -> None:
+    h = await harness_factory({"NESTED": Nested})
+    assert await h.env.NESTED.getByName("nest").nested() == "inner"
+
+
+async def test_writes_before_an_error_are_committed_before_the_error_leaves(
+    harness_factory: Any,
+) -> None:
+    h = await harness_factory({"NESTED": Nested})
+    stub = h.env.NESTED.getByName("err-commit")
+    with pytest.raises(RuntimeError):
+        await stub.fail_after_write()
+    # Right after the error reached us, before any yield, another connection sees the write.
+    path = h.runtime.host("NESTED", "err-commit").namespace.object_path(str(stub.id))
+    with sqlite3.connect(path) as other:
+        keys = [row[0] for row in other.execute("SELECT key FROM _cf_KV")]
+    assert keys == ["written"]
+
+
+async def test_a_handler_that_swallows_the_reset_still_reports_it(harness_factory: Any) -> None:
+    h = await harness_factory({"NESTED": Nested})
+    pending = asyncio.ensure_future(h.env.NESTED.getByName("swallow").swallow_reset("x"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    h.reset("NESTED", "swallow", "reset wins")
+    with pytest.raises(ObjectResetError, match="reset wins"):
+        await pending
+
+
+async def test_resetting_a_caller_does_not_cut_its_callee_short(harness_factory: Any) -> None:
+    h = await harness_factory({"NESTED": Nested})
+    pending = asyncio.ensure_future(h.env.NESTED.getByName("caller").call_peer("callee"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    h.reset("NESTED", "caller", "caller reset")
+    with pytest.raises(ObjectResetError, match="caller reset"):
+        await pending
+    await h.runtime.settle()
+    assert await h.env.NESTED.getByName("callee").read("state") == "done"
+
+
+async def test_a_closed_runtime_refuses_new_events(harness_factory: Any) -> None:
+    h = await harness_factory({"NESTED": Nested})
+    stub = h.env.NESTED.getByName("closed")
+    await h.runtime.close()
+    with pytest.raises(ObjectResetError, match="shutting down"):
+        await stub.read("x")
