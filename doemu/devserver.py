@@ -83,8 +83,13 @@ def _listen(host: str, port: int) -> socket.socket:
 
     uvicorn reports a busy port with ``sys.exit`` inside its task (a traceback, exit code 3, and
     a ``--no-persist`` temp dir left behind); binding first makes it a one-line error.
+
+    The protocol is named explicitly: asyncio sets TCP_NODELAY only on accepted sockets whose
+    ``proto`` is ``IPPROTO_TCP``, and without it a keep-alive response (headers and body are
+    written separately) waits ~40 ms for the client's delayed ACK.
     """
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
