@@ -27,7 +27,7 @@ from .clock import Clock, TimerHandle
 if TYPE_CHECKING:
     from .host import ObjectHost
 
-__all__ = ["EvictionManager", "default_live_cap"]
+__all__ = ["DEFAULT_MAX_LIVE", "EvictionManager", "default_live_cap"]
 
 _log = logging.getLogger("doemu.eviction")
 
@@ -35,14 +35,18 @@ _log = logging.getLogger("doemu.eviction")
 FDS_PER_OBJECT = 3
 #: Descriptors kept free for sockets, the metadata tables and everything else.
 FD_RESERVE = 1024
+#: Default cap on live objects. Each live object holds an SQLite connection (~170 KB of RSS,
+#: mostly SQLite's own lookaside and the WAL index), so 1,000 live objects stay near 200 MB
+#: however many objects exist; idle ones beyond that are evicted least-recently-used first.
+DEFAULT_MAX_LIVE = 1_000
 
 
 def default_live_cap() -> int:
-    """How many objects may be live at once given this process's descriptor limit."""
+    """How many objects may be live at once: the default, lowered by the descriptor limit."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return 10_000
-    return max(64, (soft - FD_RESERVE) // (FDS_PER_OBJECT + 1))
+        return DEFAULT_MAX_LIVE
+    return max(64, min(DEFAULT_MAX_LIVE, (soft - FD_RESERVE) // (FDS_PER_OBJECT + 1)))
 
 
 class EvictionManager:
