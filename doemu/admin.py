@@ -1,7 +1,13 @@
 """The admin API at ``/__doemu/api``: inspect, evict, reset, run alarms, move the clock.
 
 Loopback-only unless an admin token is configured; then every call needs
-``Authorization: Bearer <token>``. Every answer is JSON; every refusal is a 4xx with
+``Authorization: Bearer <token>``. Loopback-only also means the ``Host`` header must name a
+loopback address (``localhost``, ``127.0.0.0/8``, ``[::1]``, any port), so a web page cannot reach
+the API through DNS rebinding. With or without a token, a request carrying an ``Origin`` other than
+the server's own is refused (a page of another site may not drive the API from the developer's
+browser), POST bodies must be sent as ``application/json`` (which a page cannot send cross-site
+without a CORS preflight) and may not exceed :data:`MAX_BODY_BYTES`. Clients that send no
+``Origin`` (curl, the CLI) are unaffected. Every answer is JSON; every refusal is a 4xx with
 ``{"error": ...}`` naming the problem, and an unexpected failure is a JSON 500 (the traceback goes
 to the log, never to the client). The CLI's ``objects``/``sql``/``alarms``/``evict``/``reset``
 commands are thin wrappers over these routes.
@@ -23,7 +29,7 @@ import math
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -45,12 +51,17 @@ __all__ = ["ADMIN_PREFIX", "build_admin_app"]
 
 ADMIN_PREFIX = "/__doemu/api"
 
+#: The largest request body the admin API reads (larger ones are refused with 413).
+MAX_BODY_BYTES = 1 << 20
+
 _log = logging.getLogger("doemu.admin")
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 _SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _CLOCK_BODY = 'expected a JSON body like {"advance_ms": 1000}'
+_TOO_LARGE = f"admin API request bodies are limited to {MAX_BODY_BYTES} bytes"
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 class _Refusal(Exception):
@@ -105,6 +116,62 @@ def _is_loopback(host: str | None) -> bool:
         return host == "localhost"
 
 
+def _split_host(authority: str) -> tuple[str, int | None] | None:
+    """``host[:port]`` (``[v6]:port`` for IPv6) as ``(lowercase host, port)``; None if malformed."""
+    host, port = authority, ""
+    if authority.startswith("["):
+        end = authority.find("]")
+        if end < 0:
+            return None
+        host, rest = authority[1:end], authority[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None
+        port = rest[1:]
+    elif ":" in authority:
+        host, _, port = authority.rpartition(":")
+        if ":" in host:  # a bare IPv6 address is not a valid Host
+            return None
+    if port and not port.isdigit():
+        return None
+    if not host:
+        return None
+    return host.lower(), int(port) if port else None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The last value of header ``name`` (lowercase), decoded as Latin-1, or None."""
+    found: bytes | None = None
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            found = value
+    return None if found is None else found.decode("latin-1")
+
+
+def _same_origin(origin: str, scope: Scope) -> bool:
+    """Whether ``origin`` is the origin the request was sent to (its scheme and ``Host``)."""
+    host_header = _header(scope, b"host")
+    if host_header is None or origin == "null":
+        return False
+    try:
+        parts = urlsplit(origin)
+        origin_port = parts.port
+    except ValueError:
+        return False
+    if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+        return False
+    target = _split_host(host_header)
+    scheme = str(scope.get("scheme", "http")).lower()
+    if target is None or parts.scheme.lower() != scheme or parts.hostname is None:
+        return False
+    default = _DEFAULT_PORTS.get(scheme)
+    return (parts.hostname.lower(), origin_port or default) == (target[0], target[1] or default)
+
+
+def _is_loopback_host(host_header: str) -> bool:
+    parsed = _split_host(host_header)
+    return parsed is not None and _is_loopback(parsed[0])
+
+
 def _routing_path(scope: Scope) -> str:
     """The request path with each segment still percent-encoded.
 
@@ -146,9 +213,20 @@ class _AccessControl:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        await self.app({**scope, "path": _routing_path(scope)}, receive, send)
+        await self.app({**scope, "path": _routing_path(scope)}, _capped(receive), send)
 
     def _refusal(self, scope: Scope) -> Response | None:
+        origin = _header(scope, b"origin")
+        if origin is not None and not _same_origin(origin, scope):
+            return _error(
+                403,
+                f"admin API refuses cross-origin requests (Origin {origin!r}): a web page of "
+                "another site may not call it; send no Origin header (as curl and the CLI do) "
+                "or call it from the server's own origin",
+            )
+        length = _header(scope, b"content-length")
+        if length is not None and length.strip().isdigit() and int(length) > MAX_BODY_BYTES:
+            return _error(413, _TOO_LARGE)
         if self.token is not None:
             supplied = b""
             for name, value in scope["headers"]:
@@ -167,7 +245,31 @@ class _AccessControl:
         client = scope.get("client")
         if not _is_loopback(client[0] if client else None):
             return _error(403, "admin API is loopback-only; start with --admin-token to share")
+        host = _header(scope, b"host")
+        if host is not None and not _is_loopback_host(host):
+            # A browser tricked by DNS rebinding sends the attacker's name as Host.
+            return _error(
+                403,
+                f"admin API is loopback-only and the Host header {host!r} is not a loopback "
+                "address; call it as localhost, 127.0.0.1 or [::1], or start with --admin-token",
+            )
         return None
+
+
+def _capped(receive: Receive) -> Receive:
+    """``receive``, refusing (413) a body that grows past :data:`MAX_BODY_BYTES`."""
+    seen = 0
+
+    async def capped() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY_BYTES:
+                raise _Refusal(413, _TOO_LARGE)
+        return message
+
+    return capped
 
 
 def _param(request: Request, name: str) -> str:
@@ -176,6 +278,12 @@ def _param(request: Request, name: str) -> str:
 
 
 async def _json_body(request: Request, usage: str) -> dict[str, Any]:
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        # Also what keeps a page of another site from posting here without a CORS preflight.
+        raise _Refusal(
+            415, f"{usage}, sent with 'content-type: application/json' (got {media_type!r})"
+        )
     try:
         body = json.loads(await request.body())
     except (ValueError, UnicodeDecodeError):

@@ -117,6 +117,8 @@ class ObjectHost:
             limits=self.runtime.limits,
             has_alarm_handler=callable(getattr(cls, "alarm", None)),
             on_alarm_commit=self._on_alarm_commit,
+            # An async transaction() holds the input gate, as on workerd.
+            exclusive=self.block_concurrency_while,
         )
         try:
             stored_name = storage.get_meta("name")

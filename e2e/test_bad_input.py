@@ -49,7 +49,8 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(
     httpx.post(f"{server.url}/COUNTER/x/incr").raise_for_status()
     with httpx.Client(base_url=server.url) as http:
         for method, path, body, status, fragment in HTTP_CASES:
-            response = http.request(method, path, content=body)
+            headers = {"content-type": "application/json"} if body is not None else None
+            response = http.request(method, path, content=body, headers=headers)
             assert response.status_code == status, (path, response.text)
             assert fragment in response.json()["error"], (path, response.text)
         # A user error inside fetch() is a JSON 500, and the object still works.

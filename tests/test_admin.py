@@ -36,6 +36,7 @@ from doemu.storage import messages
 
 T0 = 1_700_000_000_000.0
 API = ADMIN_PREFIX
+JSON_TYPE = {"content-type": "application/json"}
 ALARMS: list[tuple[str | None, float]] = []
 
 
@@ -110,7 +111,7 @@ def make_runtime(persist_dir: Path, clock: ManualClock | None) -> Runtime:
 
 def client(app: DoemuApp, host: str = "127.0.0.1") -> httpx.AsyncClient:
     transport = httpx.ASGITransport(app=app, client=(host, 1234))
-    return httpx.AsyncClient(transport=transport, base_url="http://testserver")
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787")
 
 
 @pytest.fixture
@@ -392,7 +393,7 @@ async def test_sql_refuses_bad_bodies(admin: Admin) -> None:
         (b'{"query": "SELECT * FROM nope"}', 400, "no such table: nope"),
     ]
     for content, status, message in cases:
-        response = await admin.http.post(url, content=content)
+        response = await admin.http.post(url, content=content, headers=JSON_TYPE)
         assert (response.status_code, response.json()) == (status, {"error": message}), content
     response = await admin.http.post(f"{API}/objects/BOX/nobody/sql", json={"query": "SELECT 1"})
     assert response.status_code == 404
@@ -553,7 +554,7 @@ async def test_manual_clock_advance_runs_due_alarms(admin: Admin) -> None:
         (b"5", f"{usage}; got int"),
         (b"", f"{usage}; the body is not valid JSON"),
     ):
-        response = await admin.http.post(f"{API}/clock", content=content)
+        response = await admin.http.post(f"{API}/clock", content=content, headers=JSON_TYPE)
         assert (response.status_code, response.json()) == (400, {"error": message}), content
     assert admin.clock.now() == T0 + 500.5
 
@@ -690,9 +691,9 @@ class RawStream:
             "raw_path": path.encode(),
             "query_string": b"",
             "root_path": "",
-            "headers": [(b"host", b"testserver"), (b"accept", b"text/event-stream")],
+            "headers": [(b"host", b"127.0.0.1:8787"), (b"accept", b"text/event-stream")],
             "client": ("127.0.0.1", 1234),
-            "server": ("testserver", 80),
+            "server": ("127.0.0.1", 8787),
         }
         self.task = asyncio.ensure_future(app(scope, self._receive, self._send))
         self.buffer = b""

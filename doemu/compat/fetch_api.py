@@ -43,7 +43,24 @@ _TEXT_PLAIN = "text/plain;charset=UTF-8"
 _HTTP_METHODS = {m.value: m for m in HTTPMethod}
 
 
+def _check_byte_string(text: str) -> None:
+    """Refuse a string that is not a WebIDL ``ByteString`` (every character below 256), with
+    workerd's (V8's) message; the index and value are in UTF-16 code units, as JavaScript sees
+    them. Header names and values must be ByteStrings: they go on the wire as Latin-1."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError as exc:
+        index = len(text[: exc.start].encode("utf-16-le")) // 2
+        unit = int.from_bytes(text[exc.start].encode("utf-16-le")[:2], "little")
+        raise TypeError(
+            "Cannot convert argument to a ByteString because the character at index "
+            f"{index} has a value of {unit} which is greater than 255."
+        ) from None
+
+
 def _header_name(name: object) -> str:
+    if isinstance(name, str):
+        _check_byte_string(name)
     if not isinstance(name, str) or not _TOKEN.match(name):
         raise TypeError("Invalid header name.")
     return name.lower()
@@ -54,6 +71,7 @@ def _header_value(value: object) -> str:
         value = str(value)
     if not isinstance(value, str):
         raise TypeError("Invalid header value.")
+    _check_byte_string(value)
     value = value.strip(_HTTP_WS)
     if "\r" in value or "\n" in value or "\0" in value:
         raise TypeError("Invalid header value.")

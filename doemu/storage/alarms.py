@@ -11,6 +11,20 @@ While the runtime delivers an alarm (between :meth:`AlarmStore.begin_delivery` a
 :meth:`AlarmStore.end_delivery`), the alarm counts as started: ``getAlarm()`` returns None unless
 the handler sets a new one, as on Cloudflare. ``end_delivery`` tells the runtime whether the
 handler changed the alarm (which cancels a retry) and consumes the alarm after a success.
+
+Whether the handler "changed the alarm" is decided from what is stored, never from an in-memory
+flag, so a ``setAlarm`` inside a ``transactionSync``/``transaction`` that rolls back does not
+count: the alarm changed if its row no longer holds the delivered time, or if the handler called
+``setAlarm``/``deleteAlarm`` and that write survived. The latter is recorded in a second
+``_cf_METADATA`` row (:data:`_TOUCHED_KEY`) written next to the alarm row, so it is undone by
+exactly the savepoints and rollbacks that undo the alarm write; ``end_delivery`` removes it. A
+handler that sets the very time being delivered therefore keeps an alarm at that time, which fires
+again, as a handler that re-arms itself expects.
+
+The scheduler forgets an alarm when it fires it, so from ``begin_delivery`` on the last reported
+value is unknown: the first committed value the handler leaves (or the runtime writes after it) is
+reported even if it equals the delivered time. While the handler runs and has not changed the
+alarm, nothing is reported: the runtime settles the delivered alarm itself (consumed or retried).
 """
 
 from __future__ import annotations
@@ -29,6 +43,10 @@ from doemu.storage.connection import StorageConnection, internal_sql
 __all__ = ["AlarmStore", "to_epoch_ms"]
 
 _KEY = "alarm"
+#: Present while a delivery runs iff the handler set or deleted the alarm (survives only what the
+#: alarm write survives). Left behind by a crash, it is cleared when the next delivery begins.
+_TOUCHED_KEY = "alarm_set_during_delivery"
+_UNKNOWN = object()
 _GET = internal_sql("SELECT value FROM _cf_METADATA WHERE key = ?")
 _SET = internal_sql("INSERT OR REPLACE INTO _cf_METADATA (key, value) VALUES (?, ?)")
 _DELETE = internal_sql("DELETE FROM _cf_METADATA WHERE key = ?")
@@ -56,7 +74,6 @@ class AlarmStore:
         "_committed",
         "_conn",
         "_delivering",
-        "_delivery_touched",
         "_on_commit",
         "_touched",
         "has_alarm_handler",
@@ -74,26 +91,36 @@ class AlarmStore:
         self._clock = clock
         self.has_alarm_handler = has_alarm_handler
         self._on_commit = on_alarm_commit
+        # A hint that the alarm may have changed since the last commit (may be stale after a
+        # savepoint rollback: after_commit compares values anyway).
         self._touched = False
         self._delivering: float | None = None
-        self._delivery_touched = False
-        self._committed = self.stored()
+        # The value the runtime was last told about; _UNKNOWN once a delivery has begun.
+        self._committed: object = self.stored()
 
     def stored(self) -> float | None:
         """The alarm row (uncommitted changes included), whatever the delivery state."""
         row = self._conn.read(_GET, (_KEY,)).fetchone()
         return None if row is None else float(clone.decode(row[0]))
 
+    def _marked(self) -> bool:
+        return self._conn.read(_GET, (_TOUCHED_KEY,)).fetchone() is not None
+
+    def _delivery_touched(self, scheduled: float) -> bool:
+        """Whether the running handler changed the alarm, by what is stored now."""
+        return self.stored() != scheduled or self._marked()
+
     def get(self) -> float | None:
         """``getAlarm()``: the alarm time in ms, or None (also while it is being delivered)."""
-        if self._delivering is not None and not self._delivery_touched:
+        scheduled = self._delivering
+        if scheduled is not None and not self._delivery_touched(scheduled):
             return None
         return self.stored()
 
     def _changed(self) -> None:
         self._touched = True
         if self._delivering is not None:
-            self._delivery_touched = True
+            self._conn.write(_SET, (_TOUCHED_KEY, clone.encode(True)))
 
     def set(self, when: Any) -> None:
         """``setAlarm(when)``: validate as workerd does, clamp the past to now, store."""
@@ -124,27 +151,46 @@ class AlarmStore:
         self._touched = True
 
     def begin_delivery(self, scheduled: float) -> None:
-        """The alarm handler for the alarm due at ``scheduled`` starts."""
+        """The alarm handler for the alarm due at ``scheduled`` starts.
+
+        The scheduler has dropped the alarm, so whatever alarm is committed from now on is
+        reported, even the delivered time itself.
+        """
+        if self._marked():  # left over by a crash during an earlier delivery
+            self._conn.write(_DELETE, (_TOUCHED_KEY,))
         self._delivering = scheduled
-        self._delivery_touched = False
+        self._committed = _UNKNOWN
 
     def end_delivery(self, *, success: bool) -> bool:
         """The handler finished; True if it set or deleted the alarm itself.
 
-        After a success that left the alarm alone, the delivered alarm is deleted (inside the
-        implicit transaction: the caller commits). After a failure it is left for the retry.
+        "Itself" means by a write that is still there: a ``setAlarm`` rolled back with its
+        transaction does not count, and a ``setAlarm`` of the delivered time does (the alarm then
+        fires again at that time). After a success that left the alarm alone, the delivered alarm
+        is deleted (inside the implicit transaction: the caller commits). After a failure it is
+        left for the retry.
         """
-        scheduled, touched = self._delivering, self._delivery_touched
+        scheduled = self._delivering
         self._delivering = None
-        self._delivery_touched = False
-        if success and not touched and scheduled is not None and self.stored() == scheduled:
+        if scheduled is None:
+            return False
+        touched = self._delivery_touched(scheduled)
+        if self._marked():
+            self._conn.write(_DELETE, (_TOUCHED_KEY,))
+        if success and not touched:
             self._conn.write(_DELETE, (_KEY,))
-            self._touched = True
+        # Whatever is stored now is reported at the next commit (the scheduler forgot it).
+        self._touched = True
         return touched
 
     def after_commit(self) -> None:
         """Called once the implicit transaction committed: report a changed alarm, once."""
         if not self._touched:
+            return
+        scheduled = self._delivering
+        if scheduled is not None and not self._delivery_touched(scheduled):
+            # Still the alarm being delivered: end_delivery settles it. Keep the hint so the
+            # outcome is reported by the commit that follows the delivery.
             return
         self._touched = False
         current = self.stored()

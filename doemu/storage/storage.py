@@ -30,7 +30,12 @@ from doemu.storage.operations import AsyncKvMethods
 from doemu.storage.resolved import Resolved
 from doemu.storage.sql import SqlStorage
 from doemu.storage.sync_kv import SyncKvStorage
-from doemu.storage.transactions import Transaction, run_transaction, run_transaction_sync
+from doemu.storage.transactions import (
+    Exclusive,
+    Transaction,
+    TransactionGate,
+    run_transaction_sync,
+)
 from doemu.storage.wipe import drop_user_schema
 
 __all__ = ["ObjectStorage"]
@@ -47,6 +52,15 @@ class ObjectStorage(AsyncKvMethods):
     ``limits=None`` enforces no size limits (as local workerd); pass
     :meth:`StorageLimits.production` for Cloudflare's. ``on_alarm_commit`` is called with the new
     alarm time (or None) each time a transaction that changed the alarm commits.
+
+    ``exclusive(fn)``, when given, must run the coroutine function ``fn`` while no other event of
+    the object runs (the host passes its ``blockConcurrencyWhile``; it must allow nesting, since a
+    ``transaction()`` may start inside a ``blockConcurrencyWhile`` callback) and return its
+    result. ``transaction()`` runs its whole body through it, as workerd holds the input gate for
+    a transaction; ``fn`` never raises (the callback's error is re-raised outside), so the runner
+    need not tell a failed transaction from a broken object. Nested transactions do not call it
+    again. With or without it, transactions never interleave (see
+    :mod:`doemu.storage.transactions`).
     """
 
     def __init__(
@@ -58,6 +72,7 @@ class ObjectStorage(AsyncKvMethods):
         limits: StorageLimits | None = None,
         has_alarm_handler: bool = True,
         on_alarm_commit: Callable[[float | None], None] | None = None,
+        exclusive: Exclusive | None = None,
     ) -> None:
         self._path = pathlib.Path(path)
         self._sql_enabled = sql_enabled
@@ -76,6 +91,7 @@ class ObjectStorage(AsyncKvMethods):
         )
         self._sql = SqlStorage(self._conn)
         self._sync_kv = SyncKvStorage(self._conn, self._kv)
+        self._transactions = TransactionGate(self._conn, self._kv, self._alarms, exclusive)
 
     def _after_commit(self) -> None:
         self._alarms.after_commit()
@@ -116,9 +132,13 @@ class ObjectStorage(AsyncKvMethods):
     async def transaction(
         self, closure: Callable[[Transaction], Any], options: Mapping[str, Any] | None = None
     ) -> Any:
-        """Run ``closure(txn)`` (sync or async) atomically; it rolls back if ``closure`` raises."""
+        """Run ``closure(txn)`` (sync or async) atomically; it rolls back if ``closure`` raises.
+
+        No other event runs meanwhile when the storage was given ``exclusive``; in any case a
+        concurrent ``transaction()`` waits for this one (a nested one nests in it).
+        """
         self._conn.check_open()
-        return await run_transaction(self._conn, self._kv, self._alarms, closure)
+        return await self._transactions.run(closure)
 
     def transactionSync(self, closure: Callable[[], T]) -> T:
         """Run ``closure()`` atomically and return its result; roll back if it raises."""
@@ -186,8 +206,12 @@ class ObjectStorage(AsyncKvMethods):
 
     def end_alarm_delivery(self, *, success: bool) -> bool:
         """The handler finished. Returns True if it set or deleted the alarm itself (which
-        cancels a retry). After a success that left the alarm alone, the delivered alarm is
-        deleted in the implicit transaction; commit to make that durable."""
+        cancels a retry): judged from what is stored, so a ``setAlarm`` that was rolled back with
+        its transaction does not count, while setting the delivered time again does (the alarm
+        is then reported through ``on_alarm_commit`` and fires again). After a success that left
+        the alarm alone, the delivered alarm is deleted in the implicit transaction; commit to
+        make that durable. Whatever alarm is committed after ``begin_alarm_delivery`` is reported
+        through ``on_alarm_commit``, even the delivered time (the scheduler dropped it)."""
         return self._alarms.end_delivery(success=success)
 
     @property
