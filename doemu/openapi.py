@@ -63,6 +63,9 @@ def _op(
     if params:
         op["parameters"] = params
     if body:
+        op["responses"]["413"] = _ERROR  # body over the admin API's cap
+        op["responses"]["415"] = _ERROR  # a JSON body needs content-type: application/json
+        op["responses"] = dict(sorted(op["responses"].items()))
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     return op
 
