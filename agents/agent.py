@@ -30,6 +30,7 @@ from .errors import SqlQueryError
 from .fibers import FibersMixin
 from .keepalive import KeepAliveMixin
 from .managed_fibers import ManagedFibersMixin
+from .managed_recovery import ManagedRecoveryMixin
 from .options import AgentOptions
 from .queue import QueueMixin
 from .rpc import RpcMixin
@@ -49,6 +50,7 @@ class Agent(
     SchedulesMixin,
     QueueMixin,
     ManagedFibersMixin,
+    ManagedRecoveryMixin,
     FibersMixin,
     KeepAliveMixin,
     DurableObject,
@@ -71,7 +73,7 @@ class Agent(
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def _start(self) -> None:
-        ensure_schema(self._exec, self._schema_statements())
+        ensure_schema(self.sql, self._schema_statements())
         await self._check_run_fibers()
         await self.on_start()
         self._started = True
@@ -99,28 +101,45 @@ class Agent(
     @property
     def name(self) -> str:
         """The agent's instance name (the ``<name>`` in ``/agents/<class>/<name>``)."""
-        return str(self.ctx.id.name if self.ctx.id.name is not None else self.ctx.id)
+        # getattr: on Cloudflare an id without a name has the JS property undefined, which
+        # Pyodide reports as AttributeError rather than None.
+        name = getattr(self.ctx.id, "name", None)
+        return str(name if name is not None else self.ctx.id)
 
     # -- SQL ----------------------------------------------------------------------------------
     def _exec(self, query: str, *params: Any) -> Any:
         return self.ctx.storage.sql.exec(query, *params)
 
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
-        """Run ``query`` with ``params``; rows as dicts. Errors name the query."""
+        """Run ``query`` with ``params``; rows as plain dicts. Errors name the query.
+
+        The one place where cursor rows become Python data (every module reads through it):
+        on Cloudflare ``exec`` returns a JavaScript cursor whose rows are ``JsProxy`` objects,
+        which neither ``dict(row)`` nor ``row["c"]`` handle, so the rows are taken with
+        ``toArray()`` and converted with ``to_py()`` when the result has it (Pyodide); on doemu
+        ``toArray()`` already gives dicts.
+        """
         try:
-            return [dict(row) for row in self.ctx.storage.sql.exec(query, *params)]
+            rows: Any = self.ctx.storage.sql.exec(query, *params).toArray()
+            if hasattr(rows, "to_py"):
+                rows = rows.to_py()
+            return [dict(row) for row in rows]
         except Exception as exc:
             raise SqlQueryError(query, exc) from exc
 
     # -- the single alarm -----------------------------------------------------------------------
     async def alarm(self, alarm_info: Any = None) -> None:
-        """Run everything that is due, then re-arm for the earliest pending wake-up."""
+        """Run everything that is due, then re-arm for the earliest pending wake-up.
+
+        Re-armed only on success. If the framework's own work raises (an SQL error, say), the
+        exception propagates so that the platform retries the alarm with back-off: re-arming
+        here would replace that retry (a ``setAlarm`` in a failing handler cancels it) with an
+        alarm due "now", and a persistent error would then spin in a tight loop.
+        """
         now = float(Date.now())
-        try:
-            await self._run_due_schedules(now)
-            await self._check_run_fibers()
-        finally:
-            self._schedule_next_alarm()
+        await self._run_due_schedules(now)
+        await self._check_run_fibers()
+        self._schedule_next_alarm()
 
     def _next_wakeups(self, now: float) -> list[float]:
         candidates = (

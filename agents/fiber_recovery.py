@@ -17,9 +17,16 @@ no-progress counter), so a poison row keeps its growing gaps across evictions in
 retried every activation. The agent's single alarm is set to the earliest due retry through
 :func:`next_recovery_ms`.
 
-**Bounded scans.** A scan stops once ``fiber_recovery_scan_deadline_ms`` (measured with
-``Date.now()``) has passed and leaves the rest for the next alarm: while rows remain
-unscanned, :func:`next_recovery_ms` answers "now".
+**Bounded scans.** A scan always hands at least one row to its hook, then stops once
+``fiber_recovery_scan_deadline_ms`` (measured with ``Date.now()``) has passed and leaves the rest
+for the next alarm, one heartbeat (``keep_alive_interval_ms``) later, as the SDK's follow-up alarm
+does. :func:`next_recovery_ms` never answers "now": a scan that could not make progress must not
+be able to re-fire the alarm back-to-back.
+
+**Fresh rows.** The scan awaits each hook, and other work of this process runs meanwhile: a live
+fiber may finish (deleting its row) or start. So the scan lists ids first and re-reads each row,
+with its back-off, right before handing it over; a row that is gone, now running here, or not
+yet due is skipped.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_BACKOFF_MS",
     "SCHEMA",
+    "ScanBudget",
     "backoff_ms",
     "call_recovery_hook",
     "check_run_fibers",
@@ -86,41 +94,85 @@ async def call_recovery_hook(
     return cast("FiberResolution | Mapping[str, Any] | None", result)
 
 
+class ScanBudget:
+    """How much one recovery pass may do: always one row, then until the deadline.
+
+    The first row is unconditional so that a pass can never end without progress (a slow
+    start-up query, or a tiny deadline, would otherwise leave every row for a next alarm that
+    again does nothing). Shared with the managed-fiber ledger recovery of the same pass.
+    """
+
+    __slots__ = ("deadline_ms", "processed", "started")
+
+    def __init__(self, deadline_ms: float) -> None:
+        self.deadline_ms = deadline_ms
+        self.started = _now()
+        self.processed = 0
+
+    def exhausted(self) -> bool:
+        return (
+            self.processed > 0 and self.deadline_ms > 0 and _now() - self.started > self.deadline_ms
+        )
+
+
 async def check_run_fibers(agent: Agent) -> None:
-    """One recovery scan (no-op if one is already running in this process)."""
+    """One recovery scan (no-op if one is already running in this process).
+
+    On success the alarm is re-armed for what is left. On failure nothing is re-armed: the
+    exception propagates (from ``alarm()``, the platform then retries with back-off, which a
+    ``setAlarm`` here would cancel).
+    """
     if agent._fiber_scan_running:
         return
     agent._fiber_scan_running = True
-    options = agent.options
-    started = _now()
-    deadline = options.fiber_recovery_scan_deadline_ms
+    budget = ScanBudget(agent.options.fiber_recovery_scan_deadline_ms)
     try:
         agent._exec(
             "DELETE FROM cf_agents_run_recovery WHERE id NOT IN (SELECT id FROM cf_agents_runs)"
         )
-        rows = agent.sql(
-            "SELECT r.id, r.name, r.snapshot, r.created_at, q.attempts, q.next_attempt_at "
-            "FROM cf_agents_runs r LEFT JOIN cf_agents_run_recovery q ON q.id = r.id "
-            "ORDER BY r.created_at, r.id"
-        )
-        for row in rows:
-            if deadline > 0 and _now() - started > deadline:
+        ids = [
+            str(row["id"])
+            for row in agent.sql("SELECT id FROM cf_agents_runs ORDER BY created_at, id")
+        ]
+        complete = True
+        for fiber_id in ids:
+            if budget.exhausted():
                 _log.info("agent %s: fiber recovery scan deadline reached", agent.name)
-                return
-            if row["id"] in agent._fiber_runs:
+                complete = False
+                break
+            row = _read_due_row(agent, fiber_id)
+            if row is None:
                 continue
-            if row["next_attempt_at"] is not None and row["next_attempt_at"] > _now():
-                continue  # backing off
-            managed = agent._read_managed_fiber(row["id"])
+            budget.processed += 1
+            managed = agent._read_managed_fiber(fiber_id)
             if managed is not None:
                 await agent._recover_managed_run(row, managed)
-                _retire(agent, row["id"])
+                _retire(agent, fiber_id)
                 continue
             await _recover_unmanaged(agent, row)
-        await agent._recover_ledger_only_fibers(started, deadline)
+        if complete:
+            await agent._recover_ledger_only_fibers(budget)
     finally:
         agent._fiber_scan_running = False
-        agent._schedule_next_alarm_soon()
+    agent._schedule_next_alarm_soon()
+
+
+def _read_due_row(agent: Agent, fiber_id: str) -> dict[str, Any] | None:
+    """The run row with its back-off, read now; None if gone, running here, or not due."""
+    if fiber_id in agent._fiber_runs:
+        return None
+    rows = agent.sql(
+        "SELECT r.id, r.name, r.snapshot, r.created_at, q.attempts, q.next_attempt_at "
+        "FROM cf_agents_runs r LEFT JOIN cf_agents_run_recovery q ON q.id = r.id "
+        "WHERE r.id = ?",
+        fiber_id,
+    )
+    if not rows:
+        return None  # it finished (or was recovered) while an earlier hook was awaited
+    row = rows[0]
+    if row["next_attempt_at"] is not None and row["next_attempt_at"] > _now():
+        return None  # backing off
+    return row
 
 
 async def _recover_unmanaged(agent: Agent, row: Mapping[str, Any]) -> None:
@@ -195,26 +247,28 @@ async def _report(agent: Agent, error: BaseException, ctx: FiberRecoveryContext)
 def next_recovery_ms(agent: Agent, now: float) -> float | None:
     """The time recovery next needs the alarm, or None when nothing is left to recover.
 
-    Orphaned rows without a retry record are due now; backing-off rows at their retry time;
-    managed ledger rows stuck ``pending``/``running`` without a run row are due now. While a
-    scan is in progress, the answer is pushed out by one heartbeat so the alarm cannot spin on
-    rows the scan is about to handle (the scan re-arms the alarm when it ends).
+    Backing-off rows are due at their retry time. Rows the last scan left behind (its deadline
+    passed; no retry record) and managed ledger rows stuck ``pending``/``running`` without a
+    run row are due one heartbeat from now, as is anything already overdue: never "now", so
+    the alarm cannot fire back-to-back without a scan in between making progress. (Every
+    activation scans before anything else, so nothing waits a heartbeat after a restart.)
     """
     rows = agent.sql(
         "SELECT r.id, q.next_attempt_at FROM cf_agents_runs r "
         "LEFT JOIN cf_agents_run_recovery q ON q.id = r.id"
     )
     running = agent._fiber_runs
+    follow_up = now + agent.options.keep_alive_interval_ms
     due: float | None = None
     for row in rows:
         if row["id"] in running:
             continue
-        at = now if row["next_attempt_at"] is None else float(row["next_attempt_at"])
+        at = follow_up if row["next_attempt_at"] is None else float(row["next_attempt_at"])
         due = at if due is None else min(due, at)
     if due is None and agent._has_ledger_only_fibers():
-        due = now
+        due = follow_up
     if due is None:
         return None
-    if agent._fiber_scan_running:
-        due = max(due, now + agent.options.keep_alive_interval_ms)
-    return max(due, now)
+    if due <= now or agent._fiber_scan_running:
+        due = max(due, follow_up)
+    return due

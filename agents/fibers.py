@@ -21,7 +21,7 @@ import inspect
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -89,18 +89,29 @@ class FibersMixin:
         return self  # type: ignore[return-value]
 
     # -- running ---------------------------------------------------------------------------------
-    async def run_fiber(self, name: str, fn: FiberFn[T]) -> T:
-        """Run ``await fn(ctx)`` as a durable fiber and return (or re-raise) its outcome.
+    def run_fiber(self, name: str, fn: FiberFn[T]) -> asyncio.Task[T]:
+        """Start ``fn(ctx)`` as a durable fiber; the returned task settles with its outcome.
 
-        The ``cf_agents_runs`` row is inserted synchronously before ``fn`` starts, so it commits
-        with the first yield — before anything ``fn`` does can be observed. The row is deleted
-        when ``fn`` returns or raises. If the fiber is *cancelled* (the object was reset or the
-        process is going away) the row is kept: that is an interruption, and recovery will hand
-        it to :meth:`on_fiber_recovered`. Use ``self.ctx.waitUntil(self.run_fiber(...))`` to run
-        it in the background.
+        A plain function, not ``async def``, on purpose: the ``cf_agents_runs`` row is inserted
+        *before this returns* (JavaScript runs an async function up to its first ``await`` in
+        the same way), so a fire-and-forget ``self.ctx.waitUntil(self.run_fiber(...))`` commits
+        the row with the caller's turn. Were the insert left to the task's first step, a crash
+        right after the RPC answered (or a recovery hook's hand-off, whose old row is deleted in
+        the same turn) would lose the fiber without a trace.
+
+        ``await self.run_fiber(...)`` returns (or re-raises) ``fn``'s outcome. The row is deleted
+        when ``fn`` returns or raises, and also when *your* code cancels it (``wait_for``,
+        ``asyncio.timeout``, a ``TaskGroup`` sibling): a deliberate cancellation is an ending,
+        not an interruption. A crash or reset closes storage first, so the row survives and
+        recovery hands it to :meth:`on_fiber_recovered`.
+
+        The answer is a scheduled task, not a coroutine: ``await`` it, ``asyncio.wait_for`` it or
+        pass it to ``waitUntil``; ``TaskGroup.create_task`` wants a coroutine, so there wrap it
+        (``async def job(): return await self.run_fiber(...)``).
         """
+        loop = asyncio.get_running_loop()  # fail before registering anything
         run = self._begin_fiber(uuid.uuid4().hex, name, managed=False)
-        return await self._run_fiber_body(run, fn)
+        return self._spawn_fiber(loop, run, self._run_fiber_body(run, fn))
 
     def stash(self, data: Any) -> None:
         """Checkpoint the *current* fiber (found through a context variable).
@@ -153,27 +164,56 @@ class FibersMixin:
         run.keep_alive = agent.keep_alive()
         return run
 
+    def _spawn_fiber(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        run: _FiberRun,
+        coro: Coroutine[Any, Any, T],
+    ) -> asyncio.Task[T]:
+        """Run ``coro`` (which drives ``run``) as a task, cleaning up if it never starts.
+
+        A task cancelled before its first step never enters the coroutine, so its ``finally``
+        never runs; the done callback then ends the fiber as a cancelled one.
+        """
+        task = loop.create_task(coro)
+        task.add_done_callback(lambda _task: self._abandon_unstarted(run))
+        return task
+
+    def _abandon_unstarted(self, run: _FiberRun) -> None:
+        if self._fiber_runs.get(run.id) is run:
+            del self._fiber_runs[run.id]
+            self._end_cancelled(run, asyncio.CancelledError())
+
     async def _run_fiber_body(self, run: _FiberRun, fn: FiberFn[T]) -> T:
-        """Run ``fn`` for a begun fiber; settle and clean up however it ends."""
-        token = _current_fiber.set(run)
-        cancelled = False
+        """Run ``fn`` for a begun fiber; settle and clean up however it ends.
+
+        Always runs in a task of its own (:meth:`_spawn_fiber`), so the context variable set
+        here never leaks to the caller and needs no reset.
+        """
+        _current_fiber.set(run)
+        cancelled: asyncio.CancelledError | None = None
+        abandoned = False
         outcome: BaseException | None = None
         try:
             result: Any = fn(run.ctx)  # a plain function is accepted too
             if inspect.isawaitable(result):
                 result = await result
             return cast(T, result)
-        except asyncio.CancelledError:
-            cancelled = True
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+            raise
+        except GeneratorExit:
+            abandoned = True  # the event loop is being torn down with the fiber pending
             raise
         except BaseException as exc:
             outcome = exc
             raise
         finally:
-            _current_fiber.reset(token)
             self._fiber_runs.pop(run.id, None)
-            if cancelled:
-                self._release_quietly(run)
+            if abandoned:
+                self._release_quietly(run)  # like a crash: the row stays for recovery
+            elif cancelled is not None:
+                self._end_cancelled(run, cancelled)
             else:
                 try:
                     if run.on_settle is not None:
@@ -183,15 +223,32 @@ class FibersMixin:
                     if run.keep_alive is not None:
                         run.keep_alive()
 
+    def _end_cancelled(self, run: _FiberRun, cancelled: asyncio.CancelledError) -> None:
+        """A cancelled fiber: settle it and delete its row *if storage still works*.
+
+        A cancellation from the user's own code (``wait_for``, ``asyncio.timeout``, a TaskGroup)
+        ends the fiber — keeping its row would have recovery "resume" it in this very process.
+        A reset or crash closes storage before the cancellation arrives, so these writes fail
+        and the row survives for recovery, exactly as after a SIGKILL. Never raises: the caller
+        is re-raising the cancellation.
+        """
+        try:
+            if run.on_settle is not None:
+                run.on_settle(cancelled)
+            self._fiber_agent()._exec("DELETE FROM cf_agents_runs WHERE id = ?", run.id)
+        except Exception as exc:  # storage closed by a reset: the row stays for recovery
+            _log.debug("fiber %s cancelled; its row is kept (%r)", run.id, exc)
+        self._release_quietly(run)
+
     @staticmethod
     def _release_quietly(run: _FiberRun) -> None:
-        """Release the keep-alive of a cancelled fiber; storage may already be closed (reset)."""
+        """Release the keep-alive of an ended fiber; storage may already be closed (reset)."""
         if run.keep_alive is None:
             return
         try:
             run.keep_alive()
         except Exception:  # the object is being torn down; nothing left to re-arm
-            _log.debug("keep-alive release after cancelling fiber %s failed", run.id)
+            _log.debug("keep-alive release after fiber %s ended failed", run.id)
 
     # -- recovery --------------------------------------------------------------------------------
     async def on_fiber_recovered(
@@ -222,5 +279,5 @@ class FibersMixin:
         await fiber_recovery.check_run_fibers(self._fiber_agent())
 
     def _next_fiber_recovery_ms(self, now: float) -> float | None:
-        """When recovery next needs the alarm (a retry, or "now" while rows are unscanned)."""
+        """When recovery next needs the alarm (a due retry, or a heartbeat while rows remain)."""
         return fiber_recovery.next_recovery_ms(self._fiber_agent(), now)

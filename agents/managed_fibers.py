@@ -28,13 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from js import Date
 
-from .fiber_recovery import call_recovery_hook
 from .fiber_types import (
     TERMINAL_STATUSES,
     FiberConflictError,
     FiberContext,
-    FiberRecoveryContext,
-    FiberResolution,
     FiberSignal,
     FiberStatus,
     parse_snapshot,
@@ -43,7 +40,7 @@ from .fiber_types import (
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["SCHEMA", "FiberRecord", "ManagedFibersMixin"]
+__all__ = ["LEDGER_COLUMNS", "SCHEMA", "FiberRecord", "ManagedFibersMixin", "record_from_row"]
 
 _log = logging.getLogger("agents.fibers")
 
@@ -68,7 +65,7 @@ SCHEMA: tuple[str, ...] = (
     "ON cf_agents_fibers(status, completed_at, created_at)",
 )
 
-_COLUMNS = (
+LEDGER_COLUMNS = (
     "fiber_id, idempotency_key, name, status, snapshot, metadata_json, error_message, "
     "created_at, started_at, completed_at"
 )
@@ -119,7 +116,8 @@ class FiberRecord:
         }
 
 
-def _record(row: Mapping[str, Any], accepted: bool | None = None) -> FiberRecord:
+def record_from_row(row: Mapping[str, Any], accepted: bool | None = None) -> FiberRecord:
+    """A ``cf_agents_fibers`` row (all of ``LEDGER_COLUMNS``) as a :class:`FiberRecord`."""
     metadata: dict[str, Any] | None = None
     if row["metadata_json"] is not None:
         try:
@@ -140,6 +138,12 @@ def _record(row: Mapping[str, Any], accepted: bool | None = None) -> FiberRecord
         settled_at=row["completed_at"],
         accepted=accepted,
     )
+
+
+def _resolved(loop: asyncio.AbstractEventLoop, record: FiberRecord) -> asyncio.Future[FiberRecord]:
+    future: asyncio.Future[FiberRecord] = loop.create_future()
+    future.set_result(record)
+    return future
 
 
 def _statuses(status: StatusFilter) -> list[FiberStatus] | None:
@@ -170,7 +174,7 @@ class ManagedFibersMixin:
         return self  # type: ignore[return-value]
 
     # -- starting --------------------------------------------------------------------------------
-    async def start_fiber(
+    def start_fiber(
         self,
         name: str,
         fn: ManagedFn,
@@ -179,15 +183,21 @@ class ManagedFibersMixin:
         idempotency_key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         wait_for_completion: bool = False,
-    ) -> FiberRecord:
-        """Accept ``fn`` as a managed fiber and start it in the background.
+    ) -> asyncio.Future[FiberRecord]:
+        """Accept ``fn`` as a managed fiber and start it in the background; await the answer.
 
-        Returns the record (``accepted=True``; status ``running``), or — when ``fiber_id`` or
-        ``idempotency_key`` names an existing fiber — that fiber's record with
+        The answer is the record (``accepted=True``; status ``running``), or — when
+        ``fiber_id`` or ``idempotency_key`` names an existing fiber — that fiber's record with
         ``accepted=False``, without running ``fn``. With ``wait_for_completion`` the answer is
         the record once the fiber is terminal. ``fn`` should check ``ctx.signal`` between steps
         so that ``cancel_fiber`` can stop it.
+
+        A plain function returning a future, not ``async def``: the ledger row and the run row
+        are written *before this returns*, so even a fire-and-forget
+        ``self.ctx.waitUntil(self.start_fiber(...))`` commits the job with the caller's turn.
+        Invalid arguments (:class:`FiberConflictError`) raise here, at the call.
         """
+        loop = asyncio.get_running_loop()
         agent = self._managed_agent()
         if fiber_id is not None and not fiber_id.strip():
             raise FiberConflictError("fiber_id must not be blank")
@@ -204,11 +214,11 @@ class ManagedFibersMixin:
         existing = by_id or by_key
         if existing is not None:
             if wait_for_completion and FiberStatus(existing["status"]) not in TERMINAL_STATUSES:
-                return await self._wait_terminal(existing["fiber_id"], accepted=False)
-            return _record(existing, accepted=False)
+                return loop.create_task(self._wait_terminal(existing["fiber_id"], accepted=False))
+            return _resolved(loop, record_from_row(existing, accepted=False))
 
         agent._exec(
-            f"INSERT INTO cf_agents_fibers ({_COLUMNS}) "
+            f"INSERT INTO cf_agents_fibers ({LEDGER_COLUMNS}) "
             "VALUES (?, ?, ?, 'pending', NULL, ?, NULL, ?, NULL, NULL)",
             fid,
             idempotency_key,
@@ -216,14 +226,16 @@ class ManagedFibersMixin:
             json.dumps(dict(metadata)) if metadata else None,
             int(Date.now()),
         )
-        self._launch(fid, name, fn)
+        self._launch(loop, fid, name, fn)
         if wait_for_completion:
-            return await self._wait_terminal(fid, accepted=True)
+            return loop.create_task(self._wait_terminal(fid, accepted=True))
         row = self._read_managed_fiber(fid)
         assert row is not None
-        return _record(row, accepted=True)
+        return _resolved(loop, record_from_row(row, accepted=True))
 
-    def _launch(self, fiber_id: str, name: str, fn: ManagedFn) -> None:
+    def _launch(
+        self, loop: asyncio.AbstractEventLoop, fiber_id: str, name: str, fn: ManagedFn
+    ) -> None:
         """pending → running, run row inserted, all before this returns; body in the background.
 
         Synchronous on purpose: no scan can see a ``pending`` ledger row without a live run.
@@ -243,20 +255,24 @@ class ManagedFibersMixin:
         async def body() -> None:
             try:
                 await agent._run_fiber_body(run, fn)
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 _log.exception("agent %s: managed fiber %r (%s) failed", agent.name, name, fiber_id)
-            finally:
-                self._managed_signals.pop(fiber_id, None)
-                self._managed_tasks.pop(fiber_id, None)
 
-        task = asyncio.ensure_future(body())
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._managed_signals.pop(fiber_id, None)
+            self._managed_tasks.pop(fiber_id, None)
+
+        task = agent._spawn_fiber(loop, run, body())
+        task.add_done_callback(forget)
         self._managed_tasks[fiber_id] = task
         agent.ctx.waitUntil(task)
 
     def _settle(self, fiber_id: str, outcome: BaseException | None, signal: FiberSignal) -> None:
-        """Record how the fiber's code ended (only if it is still ``running`` in the ledger)."""
+        """Record how the fiber's code ended (only if it is still ``running`` in the ledger).
+
+        A cancellation by the agent's own code (``asyncio.CancelledError``) counts as
+        ``aborted``, like ``cancel_fiber``.
+        """
         agent = self._managed_agent()
         now = int(Date.now())
         if outcome is None:
@@ -267,12 +283,15 @@ class ManagedFibersMixin:
                 fiber_id,
             )
         else:
-            status = FiberStatus.ABORTED if signal.aborted else FiberStatus.ERROR
+            cancelled = isinstance(outcome, asyncio.CancelledError)
+            aborted = signal.aborted or cancelled
+            status = FiberStatus.ABORTED if aborted else FiberStatus.ERROR
+            message = str(outcome) or ("fiber was cancelled" if cancelled else "")
             agent._exec(
                 "UPDATE cf_agents_fibers SET status = ?, error_message = ?, completed_at = ? "
                 "WHERE fiber_id = ? AND status = 'running'",
                 status.value,
-                str(outcome) or type(outcome).__name__,
+                message or type(outcome).__name__,
                 now,
                 fiber_id,
             )
@@ -292,7 +311,7 @@ class ManagedFibersMixin:
                 row = self._read_managed_fiber(fiber_id)
         if row is None:
             raise FiberConflictError(f"fiber {fiber_id} no longer exists")
-        return _record(row, accepted=accepted)
+        return record_from_row(row, accepted=accepted)
 
     def _notify_terminal(self, fiber_id: str) -> None:
         row = self._read_managed_fiber(fiber_id)
@@ -305,13 +324,13 @@ class ManagedFibersMixin:
     # -- inspection ------------------------------------------------------------------------------
     def _read_managed_fiber(self, fiber_id: str) -> dict[str, Any] | None:
         rows = self._managed_agent().sql(
-            f"SELECT {_COLUMNS} FROM cf_agents_fibers WHERE fiber_id = ? LIMIT 1", fiber_id
+            f"SELECT {LEDGER_COLUMNS} FROM cf_agents_fibers WHERE fiber_id = ? LIMIT 1", fiber_id
         )
         return rows[0] if rows else None
 
     def _read_fiber_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
         rows = self._managed_agent().sql(
-            f"SELECT {_COLUMNS} FROM cf_agents_fibers WHERE idempotency_key = ? LIMIT 1",
+            f"SELECT {LEDGER_COLUMNS} FROM cf_agents_fibers WHERE idempotency_key = ? LIMIT 1",
             idempotency_key,
         )
         return rows[0] if rows else None
@@ -319,11 +338,11 @@ class ManagedFibersMixin:
     async def inspect_fiber(self, fiber_id: str) -> FiberRecord | None:
         """The managed fiber's record, or None."""
         row = self._read_managed_fiber(fiber_id)
-        return None if row is None else _record(row)
+        return None if row is None else record_from_row(row)
 
     async def inspect_fiber_by_key(self, idempotency_key: str) -> FiberRecord | None:
         row = self._read_fiber_by_key(idempotency_key)
-        return None if row is None else _record(row)
+        return None if row is None else record_from_row(row)
 
     async def list_fibers(
         self, status: StatusFilter = None, name: str | None = None, limit: int | None = None
@@ -341,12 +360,12 @@ class ManagedFibersMixin:
             params.append(name)
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         rows = self._managed_agent().sql(
-            f"SELECT {_COLUMNS} FROM cf_agents_fibers{clause} "
+            f"SELECT {LEDGER_COLUMNS} FROM cf_agents_fibers{clause} "
             "ORDER BY created_at DESC, fiber_id DESC LIMIT ?",
             *params,
             lim,
         )
-        return [_record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     # -- control ---------------------------------------------------------------------------------
     async def cancel_fiber(self, fiber_id: str, reason: str | None = None) -> bool:
@@ -374,38 +393,6 @@ class ManagedFibersMixin:
     async def cancel_fiber_by_key(self, idempotency_key: str, reason: str | None = None) -> bool:
         row = self._read_fiber_by_key(idempotency_key)
         return False if row is None else await self.cancel_fiber(row["fiber_id"], reason)
-
-    async def resolve_fiber(
-        self, fiber_id: str, result: FiberResolution | Mapping[str, Any]
-    ) -> bool:
-        """Settle an ``interrupted`` fiber (e.g. ``{"status": "completed"}``); False otherwise."""
-        resolution = FiberResolution.coerce(result)
-        row = self._read_managed_fiber(fiber_id)
-        if row is None or row["status"] != FiberStatus.INTERRUPTED:
-            return False
-        self._apply_resolution(fiber_id, resolution)
-        return True
-
-    def _apply_resolution(self, fiber_id: str, resolution: FiberResolution) -> None:
-        agent = self._managed_agent()
-        snapshot = json.dumps(resolution.snapshot) if resolution.has_snapshot else None
-        metadata = (
-            json.dumps(dict(resolution.metadata))
-            if resolution.status is FiberStatus.COMPLETED and resolution.metadata is not None
-            else None
-        )
-        agent._exec(
-            "UPDATE cf_agents_fibers SET status = ?, snapshot = COALESCE(?, snapshot), "
-            "metadata_json = COALESCE(?, metadata_json), error_message = ?, completed_at = ? "
-            "WHERE fiber_id = ? AND status = 'interrupted'",
-            resolution.status.value,
-            snapshot,
-            metadata,
-            resolution.error_message(),
-            int(Date.now()),
-            fiber_id,
-        )
-        self._notify_terminal(fiber_id)
 
     async def delete_fibers(
         self,
@@ -439,82 +426,3 @@ class ManagedFibersMixin:
         for row in rows:
             agent._exec("DELETE FROM cf_agents_fibers WHERE fiber_id = ?", row["fiber_id"])
         return len(rows)
-
-    # -- recovery (called by agents.fiber_recovery) ----------------------------------------------
-    def _has_ledger_only_fibers(self) -> bool:
-        rows = self._managed_agent().sql(
-            "SELECT f.fiber_id FROM cf_agents_fibers f "
-            "LEFT JOIN cf_agents_runs r ON r.id = f.fiber_id "
-            "WHERE f.status IN ('pending', 'running') AND r.id IS NULL"
-        )
-        running = self._managed_agent()._fiber_runs
-        return any(r["fiber_id"] not in running for r in rows)
-
-    async def _recover_managed_run(
-        self, run_row: Mapping[str, Any], ledger: Mapping[str, Any]
-    ) -> None:
-        """An orphaned run row that belongs to a managed fiber: mark it interrupted, ask the hook.
-
-        The caller deletes the run row whatever happens (the ledger keeps the outcome).
-        """
-        fiber_id = str(run_row["id"])
-        if FiberStatus(ledger["status"]) in TERMINAL_STATUSES:
-            self._notify_terminal(fiber_id)  # e.g. cancelled, then the process died
-            return
-        self._managed_agent()._exec(
-            "UPDATE cf_agents_fibers SET status = 'interrupted', snapshot = ?, completed_at = ? "
-            "WHERE fiber_id = ? AND status IN ('pending', 'running')",
-            run_row["snapshot"],
-            int(Date.now()),
-            fiber_id,
-        )
-        await self._run_managed_hook(ledger, run_row["snapshot"])
-
-    async def _recover_ledger_only_fibers(self, started: float, deadline: float) -> None:
-        """Ledger rows ``pending``/``running`` with no run row (the process died in between)."""
-        agent = self._managed_agent()
-        rows = agent.sql(
-            f"SELECT {', '.join('f.' + c for c in _COLUMNS.split(', '))} "
-            "FROM cf_agents_fibers f LEFT JOIN cf_agents_runs r ON r.id = f.fiber_id "
-            "WHERE f.status IN ('pending', 'running') AND r.id IS NULL ORDER BY f.created_at"
-        )
-        for row in rows:
-            if deadline > 0 and float(Date.now()) - started > deadline:
-                return
-            if row["fiber_id"] in agent._fiber_runs:
-                continue
-            agent._exec(
-                "UPDATE cf_agents_fibers SET status = 'interrupted', completed_at = ? "
-                "WHERE fiber_id = ? AND status IN ('pending', 'running')",
-                int(Date.now()),
-                row["fiber_id"],
-            )
-            await self._run_managed_hook(row, row["snapshot"])
-
-    async def _run_managed_hook(self, ledger: Mapping[str, Any], snapshot: str | None) -> None:
-        fiber_id = str(ledger["fiber_id"])
-        record = _record(ledger)
-        ctx = FiberRecoveryContext(
-            id=fiber_id,
-            name=record.name,
-            snapshot=parse_snapshot(fiber_id, snapshot),
-            created_at=record.created_at,
-            status=FiberStatus.INTERRUPTED,
-            idempotency_key=record.idempotency_key,
-            metadata=record.metadata,
-        )
-        agent = self._managed_agent()
-        try:
-            result = await call_recovery_hook(agent, ctx)
-            if result is not None:
-                self._apply_resolution(fiber_id, FiberResolution.coerce(result))
-        except Exception as exc:
-            _log.exception("agent %s: recovery of managed fiber %s failed", agent.name, fiber_id)
-            agent._exec(
-                "UPDATE cf_agents_fibers SET status = 'error', error_message = ?, "
-                "completed_at = ? WHERE fiber_id = ? AND status = 'interrupted'",
-                str(exc) or type(exc).__name__,
-                int(Date.now()),
-                fiber_id,
-            )
-        self._notify_terminal(fiber_id)

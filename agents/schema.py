@@ -11,7 +11,7 @@ from version ``v``, with ``SCHEMA_VERSION`` bumped.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_schema"]
@@ -26,24 +26,26 @@ _TABLE = (
     "id INTEGER PRIMARY KEY, version INTEGER NOT NULL, digest TEXT)"
 )
 
-Exec = Callable[..., Any]
+#: A query function that returns its rows as mappings: the agent's ``self.sql``. Not a raw
+#: ``sql.exec``, whose Cloudflare cursor yields JavaScript rows that cannot be subscripted.
+Query = Callable[..., Sequence[Mapping[str, Any]]]
 
 
-def ensure_schema(exec_sql: Exec, statements: Iterable[str]) -> bool:
+def ensure_schema(query: Query, statements: Iterable[str]) -> bool:
     """Create every table the agent needs; returns True when DDL ran (first wake or change)."""
     ddl = list(statements)
     digest = hashlib.sha256("\n".join(ddl).encode()).hexdigest()[:32]
-    exec_sql(_TABLE)
-    rows = list(exec_sql("SELECT version, digest FROM cf_agents_schema WHERE id = 1"))
+    query(_TABLE)
+    rows = query("SELECT version, digest FROM cf_agents_schema WHERE id = 1")
     if rows and rows[0]["version"] == SCHEMA_VERSION and rows[0]["digest"] == digest:
         return False
     current = int(rows[0]["version"]) if rows else SCHEMA_VERSION
     for version in range(current, SCHEMA_VERSION):
         for statement in MIGRATIONS.get(version, ()):
-            exec_sql(statement)
+            query(statement)
     for statement in ddl:
-        exec_sql(statement)
-    exec_sql(
+        query(statement)
+    query(
         "INSERT INTO cf_agents_schema (id, version, digest) VALUES (1, ?, ?) "
         "ON CONFLICT(id) DO UPDATE SET version = excluded.version, digest = excluded.digest",
         SCHEMA_VERSION,

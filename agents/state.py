@@ -84,7 +84,7 @@ class StateMixin:
         if self._state_value is not _UNSET:
             return self._state_value
         agent = self._state_agent()
-        rows = list(agent._exec("SELECT state FROM cf_agents_state WHERE id = ?", STATE_ROW_ID))
+        rows = agent.sql("SELECT state FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
         if rows:
             raw = rows[0]["state"]
             try:

@@ -12,6 +12,9 @@ import itertools
 import json
 from typing import Any, ClassVar
 
+import pytest
+from js import Date
+
 from agents import Agent, AgentOptions, NotInFiberError
 from agents.fiber_recovery import MAX_BACKOFF_MS, backoff_ms
 from agents.fiber_types import FiberContext, FiberRecoveryContext
@@ -313,8 +316,9 @@ async def test_twenty_orphans_with_tiny_scan_deadline_are_each_recovered_exactly
 
         first_scan = await stub.recovered()  # activation: the scan stops at its deadline
         assert 0 < len(first_scan) < 20
-        assert await h.get_alarm("FIBERS", name) == h.clock.now()  # rows left: due now
-        await h.advance(1_000)
+        # Rows left: one heartbeat later (never "now", which could spin without progress).
+        assert await h.get_alarm("FIBERS", name) == h.clock.now() + 1000
+        await h.advance(20_000)
         log = await stub.recovered()
         assert sorted(r["id"] for r in log) == sorted(r["id"] for r in rows)  # once each
         assert len({r["at"] for r in log}) == 20
@@ -337,3 +341,228 @@ async def test_corrupt_snapshot_recovers_as_none(harness_factory: Any, unique_na
     (log,) = await stub.recovered()
     assert log["name"] == "corrupted"
     assert json.loads(log["snapshot"]) is None
+
+
+# -- regressions: fire-and-forget, stale scans, cancellation, bounded scans ----------------------
+
+
+class HandOffAgent(FiberAgent):
+    """Fire-and-forget fibers that never start before the test crashes the object."""
+
+    async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> None:
+        await super().on_fiber_recovered(ctx)
+        if ctx.name == "hand-off":
+            # The SDK's recovery hand-off: a new fiber takes over; the old row is deleted as
+            # soon as this hook returns, in the same turn.
+            self.ctx.waitUntil(self.run_fiber("resumed", _wait_forever))
+            names = sorted(r["name"] for r in self.sql("SELECT name FROM cf_agents_runs"))
+            self._exec(
+                "INSERT INTO recovered_log VALUES ('', 'rows-at-hand-off', ?, 0, ?, 0)",
+                json.dumps(names),
+                Date.now(),
+            )
+
+    async def start_and_return(self, fiber: str) -> list[str]:
+        self.ctx.waitUntil(self.run_fiber(fiber, _wait_forever))
+        return [r["name"] for r in self.sql("SELECT name FROM cf_agents_runs")]
+
+
+async def _wait_forever(ctx: FiberContext) -> None:
+    await asyncio.Event().wait()
+
+
+async def test_fire_and_forget_row_is_written_before_the_rpc_returns(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"FIBERS": HandOffAgent})
+    name = unique_name("fire-forget")
+    stub = h.env.FIBERS.getByName(name)
+    assert await stub.start_and_return("job") == ["job"]  # inserted by the call itself
+    h.reset("FIBERS", name, "crash right after the RPC answered")  # the task never ran
+    await h.restart()
+    stub = h.env.FIBERS.getByName(name)
+    assert [r["name"] for r in await stub.recovered()] == ["job"]
+    assert await stub.runs() == []
+
+
+async def test_recovery_hand_off_keeps_the_new_fiber_through_a_second_crash(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"FIBERS": HandOffAgent})
+    name = unique_name("hand-off")
+    stub = h.env.FIBERS.getByName(name)
+    await stub.start_and_return("hand-off")
+    h.reset("FIBERS", name, "first crash")
+    log = await stub.recovered()  # activation: the hook hands off to "resumed"
+    assert [r["name"] for r in log] == ["hand-off", "rows-at-hand-off"]
+    assert json.loads(log[1]["snapshot"]) == ["hand-off", "resumed"]  # same turn: both rows
+    assert [r["name"] for r in await stub.runs()] == ["resumed"]
+    h.reset("FIBERS", name, "second crash")
+    names = sorted(r["name"] for r in await stub.recovered())
+    assert names == ["hand-off", "resumed", "rows-at-hand-off"]  # each once
+
+
+class RaceAgent(FiberAgent):
+    """The orphan's hook (its retry, from the alarm) lets the live fiber finish meanwhile."""
+
+    async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> None:
+        await super().on_fiber_recovered(ctx)
+        if ctx.name == "orphan" and ctx.attempt == 1:
+            raise RuntimeError("transient")  # retried by the heartbeat alarm, 1 s later
+        if ctx.name == "orphan":
+            gate(self.name, "finishes").set()  # e.g. the hook does I/O; the live fiber ends
+            for _ in range(50):
+                if len(self.running_fiber_ids) == 1:
+                    break
+                await asyncio.sleep(0)
+
+
+async def test_fiber_finishing_while_the_scan_awaits_a_hook_is_not_recovered(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"FIBERS": RaceAgent})
+    name = unique_name("stale-scan")
+    stub = h.env.FIBERS.getByName(name)
+    await stub.start_bg("orphan", [])
+    await eventually(lambda: _runs_with_snapshots(stub, 1))
+    h.reset("FIBERS", name, "crash")
+    assert [r["attempt"] for r in await stub.recovered()] == [1]  # failed: backing off
+    await h.advance(10)  # the live fibers sort after the orphan
+    await stub.start_bg("finishes", [])
+    await stub.start_bg("keeps-running", [])
+    await eventually(lambda: _runs_with_snapshots(stub, 3))
+
+    await h.advance(1_000)  # the alarm-time scan: orphan retried; "finishes" ends meanwhile
+    await eventually(lambda: _run_names(stub, ["keeps-running"]))
+    await h.advance(3_000)  # more heartbeat scans while "keeps-running" runs
+    assert [(r["name"], r["attempt"]) for r in await stub.recovered()] == [
+        ("orphan", 1),
+        ("orphan", 2),
+    ]
+    gate(name, "keeps-running").set()
+    await eventually(lambda: _run_names(stub, []))
+    assert len(await stub.recovered()) == 2
+
+
+async def test_alarm_time_scan_never_recovers_a_fiber_running_in_this_process(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"FIBERS": FiberAgent})
+    name = unique_name("live-scan")
+    stub = h.env.FIBERS.getByName(name)
+    await stub.start_bg("live", [1])
+    await eventually(lambda: _runs_with_snapshots(stub, 1))
+    for _ in range(5):
+        assert await h.run_alarm("FIBERS", name)  # heartbeat alarm: a scan each time
+    assert await stub.recovered() == []
+    assert [r["name"] for r in await stub.runs()] == ["live"]
+    gate(name, "live").set()
+    await eventually(lambda: _run_names(stub, []))
+    assert await stub.recovered() == []
+
+
+class CancelAgent(FiberAgent):
+    async def cancelled_by_user(self, how: str) -> dict[str, Any]:
+        try:
+            if how == "wait_for":
+                await asyncio.wait_for(self.run_fiber("slow", _wait_forever), 0.01)
+            elif how == "timeout":
+                async with asyncio.timeout(0.01):
+                    await self.run_fiber("slow", _wait_forever)
+            elif how == "task_group":
+
+                async def job() -> None:  # run_fiber gives a Task; create_task wants a coroutine
+                    await self.run_fiber("slow", _wait_forever)
+
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(job())
+                    group.create_task(_fail_soon())
+            elif how == "before_first_step":
+                task = self.run_fiber("slow", _wait_forever)
+                task.cancel()
+                await task
+        except (TimeoutError, ExceptionGroup, asyncio.CancelledError):
+            pass
+        return {
+            "runs": self.sql("SELECT name FROM cf_agents_runs"),
+            "running": len(self.running_fiber_ids),
+            "refs": self.keep_alive_refs,
+        }
+
+    async def inline_gated(self) -> None:
+        obj = self.name
+
+        async def body(ctx: FiberContext) -> None:
+            self.stash({"inline": True})
+            await gate(obj, "inline").wait()
+
+        await self.run_fiber("inline-crashed", body)
+
+
+async def _fail_soon() -> None:
+    await asyncio.sleep(0)
+    raise ValueError("sibling failed")
+
+
+async def test_cancellation_by_user_code_deletes_the_row(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"FIBERS": CancelAgent})
+    name = unique_name("user-cancel")
+    stub = h.env.FIBERS.getByName(name)
+    for how in ("wait_for", "timeout", "task_group", "before_first_step"):
+        out = await stub.cancelled_by_user(how)
+        assert out == {"runs": [], "running": 0, "refs": 0}, how
+    await h.advance(5_000)
+    assert await stub.recovered() == []  # nothing "recovered" in the process that cancelled it
+    assert await h.get_alarm("FIBERS", name) is None
+
+
+async def test_reset_cancels_an_awaited_fiber_but_keeps_its_row(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"FIBERS": CancelAgent})
+    name = unique_name("reset-cancel")
+    stub = h.env.FIBERS.getByName(name)
+    call = asyncio.ensure_future(stub.inline_gated())
+    await eventually(lambda: _runs_with_snapshots(stub, 1))
+    h.reset("FIBERS", name, "crash while an RPC awaits its fiber")
+    with pytest.raises(Exception, match="crash while"):
+        await call
+    (log,) = await stub.recovered()  # the row survived the cancellation the reset caused
+    assert (log["name"], json.loads(log["snapshot"])) == ("inline-crashed", {"inline": True})
+
+
+class SlowListingAgent(FiberAgent):
+    """Listing the run rows takes longer than the whole scan deadline."""
+
+    options = AgentOptions(keep_alive_interval_ms=1000, fiber_recovery_scan_deadline_ms=2)
+
+    def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        if self.clock is not None and "FROM cf_agents_runs" in query and "ORDER BY" in query:
+            self.clock.set(self.clock.now() + 10)
+        return super().sql(query, *params)
+
+
+async def test_every_scan_recovers_at_least_one_row_even_past_its_deadline(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"FIBERS": SlowListingAgent})
+    name = unique_name("slow-listing")
+    stub = h.env.FIBERS.getByName(name)
+    for i in range(3):
+        await stub.start_bg(f"orphan-{i}", [i])
+    await eventually(lambda: _runs_with_snapshots(stub, 3))
+    h.reset("FIBERS", name, "crash")
+    SlowListingAgent.clock = h.clock
+    try:
+        assert len(await stub.recovered()) == 1  # activation: one row, then the deadline
+        assert await h.get_alarm("FIBERS", name) == h.clock.now() + 1000  # a heartbeat later
+        # (The agent moves the clock 10 ms per scan: advance a little past each alarm.)
+        await h.advance(1_050)
+        assert len(await stub.recovered()) == 2
+        await h.advance(1_000)
+        assert len(await stub.recovered()) == 3
+        assert await stub.runs() == []
+    finally:
+        SlowListingAgent.clock = None

@@ -267,3 +267,95 @@ async def test_delete_fibers_removes_terminal_records(
     gate(name, "c").set()
     await eventually(lambda: status_of(stub, running, "completed"))
     assert await stub.delete("completed") == 1
+
+
+# -- regressions: fire-and-forget start, user cancellation, ledger-only races --------------------
+
+
+class RaceJobAgent(JobAgent):
+    async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any:
+        result = await super().on_fiber_recovered(ctx)
+        if ctx.name == "cancels-sibling":
+            assert ctx.metadata is not None
+            await self.cancel_fiber(ctx.metadata["sibling"], "cancelled by a sibling's recovery")
+        return result
+
+    async def start_detached(self, name: str) -> dict[str, Any]:
+        """Fire-and-forget ``start_fiber``: what is stored when the RPC answers?"""
+        self.ctx.waitUntil(self.start_fiber(name, self._body(name, "gated")))
+        ledger = self.sql("SELECT status FROM cf_agents_fibers WHERE name = ?", name)
+        return {"ledger": [r["status"] for r in ledger], "runs": await self.run_rows()}
+
+    async def start_self_cancelling(self, name: str) -> dict[str, Any]:
+        async def body(ctx: FiberContext) -> None:
+            inner = asyncio.ensure_future(asyncio.Event().wait())
+            inner.cancel()  # e.g. a helper task the fiber awaits is cancelled elsewhere
+            await inner  # CancelledError propagates out of the fiber's code
+
+        record = await self.start_fiber(name, body)
+        task = self._managed_tasks.get(record.fiber_id)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+        return {"fiber_id": record.fiber_id, "runs": await self.run_rows()}
+
+    async def add_ledger_only(self, fiber_id: str, name: str, sibling: str | None) -> None:
+        """A ledger row whose process died before its run row was written."""
+        from js import Date
+
+        self._exec(
+            "INSERT INTO cf_agents_fibers (fiber_id, idempotency_key, name, status, snapshot, "
+            "metadata_json, error_message, created_at, started_at, completed_at) "
+            "VALUES (?, NULL, ?, 'pending', NULL, ?, NULL, ?, NULL, NULL)",
+            fiber_id,
+            name,
+            json.dumps({"sibling": sibling}),
+            Date.now(),
+        )
+
+
+async def test_fire_and_forget_start_fiber_writes_both_rows_before_returning(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": RaceJobAgent})
+    name = unique_name("detached")
+    stub = h.env.JOBS.getByName(name)
+    assert await stub.start_detached("detached") == {"ledger": ["running"], "runs": 1}
+    h.reset("JOBS", name, "crash right after the RPC answered")  # the task never ran
+    (seen,) = await stub.hook_log()
+    assert (seen["name"], seen["status"]) == ("detached", "interrupted")
+    assert await stub.listing("interrupted") == ["detached"]
+    assert await stub.effects() == []
+
+
+async def test_cancellation_inside_a_managed_fiber_settles_it_aborted(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": RaceJobAgent})
+    name = unique_name("self-cancel")
+    stub = h.env.JOBS.getByName(name)
+    out = await stub.start_self_cancelling("self-cancel")
+    assert out["runs"] == 0  # the run row is gone: nothing for recovery to find
+    record = await stub.inspect(out["fiber_id"])
+    assert (record["status"], record["error"]) == ("aborted", "fiber was cancelled")
+    await h.advance(5_000)
+    assert await stub.hook_log() == []
+    assert (await stub.inspect(out["fiber_id"]))["status"] == "aborted"
+
+
+async def test_ledger_only_recovery_skips_a_row_settled_by_an_earlier_hook(
+    harness_factory: Any, unique_name: Any
+) -> None:
+    h = await harness_factory({"JOBS": RaceJobAgent})
+    name = unique_name("ledger-race")
+    stub = h.env.JOBS.getByName(name)
+    await stub.add_ledger_only("fiber-a", "cancels-sibling", "fiber-b")
+    await h.advance(10)
+    await stub.add_ledger_only("fiber-b", "victim", None)
+    h.reset("JOBS", name, "crash")
+    # Activation: A is recovered first and its hook cancels B; B must not reach the hook.
+    assert [seen["id"] for seen in await stub.hook_log()] == ["fiber-a"]
+    victim = await stub.inspect("fiber-b")
+    assert (victim["status"], victim["error"]) == ("aborted", "cancelled by a sibling's recovery")
+    assert (await stub.inspect("fiber-a"))["status"] == "interrupted"
+    await h.advance(5_000)
+    assert len(await stub.hook_log()) == 1

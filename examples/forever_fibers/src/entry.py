@@ -49,6 +49,8 @@ class Researcher(Agent):
         if self._meta("topic") is not None:
             return {"started": False, **(await self.status())}
         self._set_meta("topic", topic)
+        # run_fiber writes the fiber's row before it returns: even a crash right after this
+        # answer leaves the job for recovery.
         self.ctx.waitUntil(self.run_fiber("research", self._research(topic, [])))
         return {"started": True, "topic": topic}
 
@@ -124,6 +126,7 @@ class Researcher(Agent):
             Date.now(),
         )
         # A managed fiber is now `interrupted`; the resumed run resolves it as `completed`.
+        # The new fiber's row is written by this call, before the old row is retired.
         managed_id = ctx.id if ctx.managed else snapshot.get("managed_id")
         self.ctx.waitUntil(
             self.run_fiber("research", self._research(topic, completed, managed_id=managed_id))
