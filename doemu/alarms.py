@@ -43,6 +43,10 @@ _log = logging.getLogger("doemu.alarms")
 #: A failing alarm handler is retried at most this many times, then the alarm is dropped.
 MAX_ALARM_RETRIES = 6
 
+#: Alarm handlers running at once. A restart can find thousands of overdue alarms; delivering
+#: them all at once would monopolise the loop, so the server could not even report ready.
+MAX_CONCURRENT_DELIVERIES = 32
+
 #: (namespace unique key, 64-hex actor id)
 AlarmKey = tuple[str, str]
 
@@ -129,6 +133,7 @@ class AlarmScheduler:
         self._timer: TimerHandle | None = None
         self._timer_at: float | None = None
         self._running: dict[AlarmKey, asyncio.Task[None]] = {}
+        self._slots: asyncio.Semaphore | None = None
         self._closed = False
 
     def __len__(self) -> int:
@@ -205,9 +210,17 @@ class AlarmScheduler:
         self._arm()
 
     def _start(self, key: AlarmKey, when: float) -> None:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._deliver(key, when))
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
+            self._deliver_in_slot(key, when)
+        )
         self._running[key] = task
         task.add_done_callback(functools.partial(self._finished, key))
+
+    async def _deliver_in_slot(self, key: AlarmKey, when: float) -> None:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(MAX_CONCURRENT_DELIVERIES)
+        async with self._slots:
+            await self._deliver(key, when)
 
     def _finished(self, key: AlarmKey, task: asyncio.Task[None]) -> None:
         self._running.pop(key, None)

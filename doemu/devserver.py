@@ -168,7 +168,9 @@ async def serve(
         cleanup.push_async_callback(runtime.close)
         server = _server(
             uvicorn.Config(
-                DoemuApp(runtime, entry=loaded.entry, admin_token=settings.admin_token),
+                DoemuApp(
+                    runtime, entry=loaded.entry, admin_token=settings.admin_token, hold_alarms=True
+                ),
                 lifespan="on",
                 log_level="warning" if settings.log_level == "info" else settings.log_level,
                 access_log=settings.log_level in ("debug", "trace"),
@@ -187,6 +189,7 @@ async def serve(
                 _fail("the server failed to start (see the log above)")
             await asyncio.sleep(0.01)
         _banner(worker, loaded, runtime, settings, http_url(settings.host, sock.getsockname()[1]))
+        runtime.release_alarms()  # overdue alarms fire now, right after the ready line
         await serving
 
 

@@ -169,6 +169,7 @@ class Runtime:
         self.started = False
         self.closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._held_alarms: list[tuple[AlarmKey, float]] = []
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Keep a background task (a WebSocket event) referenced until it finishes."""
@@ -176,8 +177,12 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
 
     # -- lifecycle ----------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Load every persisted alarm; overdue ones fire at once, with no request."""
+    async def start(self, *, hold_alarms: bool = False) -> None:
+        """Load every persisted alarm; overdue ones fire at once, with no request.
+
+        With ``hold_alarms`` the loaded alarms wait for :meth:`release_alarms`: ``doemu dev``
+        reports ready first, so thousands of overdue alarms cannot delay the server itself.
+        """
         if self.started:
             return
         self.started = True
@@ -187,9 +192,17 @@ class Runtime:
             for actor_id, when, _name in await ns.alarm_table.load_all():
                 if is_hex_id(actor_id):
                     entries.append(((ns.unique_key, actor_id.lower()), when))
-        self.scheduler.load(entries)
         if entries:
             _log.info("restored %d persisted alarm(s)", len(entries))
+        self._held_alarms = entries
+        if not hold_alarms:
+            self.release_alarms()
+
+    def release_alarms(self) -> None:
+        """Arm the alarms :meth:`start` loaded (idempotent)."""
+        entries, self._held_alarms = self._held_alarms, []
+        if entries:
+            self.scheduler.load([*entries, *self.scheduler.pending().items()])
 
     async def close(self) -> None:
         """Commit and close every object; stop timers. Safe to call twice."""

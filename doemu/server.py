@@ -88,8 +88,11 @@ class DoemuApp:
         entry: type | None = None,
         admin_token: str | None = None,
         max_body: int = DEFAULT_MAX_BODY,
+        hold_alarms: bool = False,
     ) -> None:
         self.runtime = runtime
+        #: Let the server report ready before persisted alarms fire (see Runtime.start).
+        self.hold_alarms = hold_alarms
         self.entry = entry
         self.max_body = max_body
         self.admin = build_admin_app(runtime, token=admin_token)
@@ -118,7 +121,7 @@ class DoemuApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 try:
-                    await self.runtime.start()
+                    await self.runtime.start(hold_alarms=self.hold_alarms)
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
