@@ -76,7 +76,7 @@ free_port() { "$BPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1"
 logged() {
   local line="" arg
   for arg in "$@"; do
-    if [[ "$arg" =~ [^A-Za-z0-9_./,:=+-] ]]; then line+="'$arg' "; else line+="$arg "; fi
+    if [[ "$arg" =~ [^A-Za-z0-9_./,:=+-] ]]; then line+="\"$arg\" "; else line+="$arg "; fi
   done
   line="${line% }"
   line="${line//$repo\//}"

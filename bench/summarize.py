@@ -484,7 +484,10 @@ def render(results: Path, s: dict[str, Any]) -> str:
     cmds = results / "commands.txt"
     if cmds.exists():
         w("## Exact commands\n")
-        w("`bash bench/run.sh` ran these (ports and paths as on this machine):\n")
+        w(
+            "`bash bench/run.sh` ran these from the repository root (ports as on this machine; "
+            "`$WORK` is the scratch dir, `BENCH_WORK`, default `/tmp/doemu-bench`):\n"
+        )
         w("```")
         w(cmds.read_text().rstrip())
         w("```\n")
@@ -552,10 +555,10 @@ def _stalls(results: Path) -> list[str]:
 def _notes(results: Path, s: dict[str, Any], env: dict[str, Any]) -> str:
     out = ["## Method notes\n"]
     out.append(
-        f"* Windows: {env.get('windows', 'n/a')} (shortened from 5 s to keep `make bench` near "
-        "20 minutes); the cold row's contrast request goes to 200 of the 1,000 objects; the RSS "
-        "phase idles 5 s. HTTP rows use wrk with one thread; the other rows use the asyncio "
-        "clients in `bench/benchlib.py`."
+        f"* {env.get('windows', 'n/a')}. The windows are shorter than the shared harness's 5 s, "
+        "to keep `make bench` near 15 minutes; likewise the cold row's contrast request goes to "
+        "200 of the 1,000 objects and the RSS phase idles 5 s. HTTP rows use wrk with one "
+        "thread; the other rows use the asyncio clients in `bench/benchlib.py`."
     )
     live = [get(r, "rss.doemu_live_objects") for r in load(results, "doemu")]
     live = [v for v in live if v is not None]
@@ -564,8 +567,8 @@ def _notes(results: Path, s: dict[str, Any], env: dict[str, Any]) -> str:
             f"* After 10,000 objects doemu held {', '.join(str(v) for v in live)} of them live "
             f"(its live cap at an open-file limit of {env.get('fd_limit', 'n/a')}); the rest were "
             "evicted, so the RSS row measures the cap times the cost of a live object, plus what "
-            "eviction leaves behind. workerd keeps every object it has touched in memory until "
-            "its own idle eviction."
+            "eviction leaves behind; workerd's column is whatever it holds for the same 10,000 "
+            "objects."
         )
     out.append(
         "* The eviction and RSS-per-object micro-benchmarks run once (first micro run): they "
@@ -627,17 +630,27 @@ def _crosscheck(cross: dict[str, Any]) -> str:
     out = ["## Cross-check against ../shared/bench/load.py\n", cross.get("intro", "") + "\n"]
     out.append(
         "| row | doemu (this) | workerd (this) | ratio (this) | doemu (shared) | "
-        "workerd (shared) | ratio (shared) | ratios agree ±25 % |"
+        "workerd (shared) | ratio (shared) | ratios agree ±25 % | server CPU % doemu / workerd "
+        "(this; shared) |"
     )
-    out.append("|---|---:|---:|---:|---:|---:|---:|:---:|")
+    out.append("|---|---:|---:|---:|---:|---:|---:|:---:|---|")
     for r in cross["rows"]:
         d = r["digits"]
         rt = "n/a" if r.get("ratio_ours") is None else f"{r['ratio_ours']:.2f}"
         rs = "n/a" if r.get("ratio_shared") is None else f"{r['ratio_shared']:.2f}"
         ag = {True: "yes", False: "**no**", None: "n/a"}[r.get("agree")]
+        co, cs = (
+            r.get("server_cpu_ours") or [None, None],
+            r.get("server_cpu_shared") or [None, None],
+        )
+        cpu = (
+            ""
+            if co[0] is None and cs[0] is None
+            else (f"{fmt(co[0], 0)} / {fmt(co[1], 0)}; {fmt(cs[0], 0)} / {fmt(cs[1], 0)}")
+        )
         out.append(
             f"| {r['label']} | {fmt(r['doemu_ours'], d)} | {fmt(r['workerd_ours'], d)} | {rt} | "
-            f"{fmt(r['doemu_shared'], d)} | {fmt(r['workerd_shared'], d)} | {rs} | {ag} |"
+            f"{fmt(r['doemu_shared'], d)} | {fmt(r['workerd_shared'], d)} | {rs} | {ag} | {cpu} |"
         )
     out.append("")
     if cross.get("verdict"):
