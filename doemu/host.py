@@ -119,6 +119,7 @@ class ObjectHost:
             on_alarm_commit=self._on_alarm_commit,
             # An async transaction() holds the input gate, as on workerd.
             exclusive=self.block_concurrency_while,
+            files=self.runtime.files,
         )
         try:
             stored_name = storage.get_meta("name")

@@ -28,6 +28,7 @@ from .eviction import EvictionManager
 from .host import ObjectHost
 from .ids import DurableObjectId, IdFactory, is_hex_id
 from .storage import StorageLimits
+from .storage.files import ObjectFiles
 from .stubs import DurableObjectNamespace
 
 __all__ = ["ClassSpec", "Env", "Namespace", "Runtime"]
@@ -145,6 +146,7 @@ class Runtime:
         self.persist_dir = Path(persist_dir).resolve()
         self.persist_dir.mkdir(parents=True, exist_ok=True)
         self.events = EventBus(self.clock.now)
+        self.files = ObjectFiles()
         self.eviction = EvictionManager(
             self.clock, idle_timeout, max_live=max_live_objects, rng=self.rng
         )
@@ -222,6 +224,7 @@ class Runtime:
                     host.reset("The runtime is shutting down.") if host.busy else host.evict_now()
             ns.alarm_table.close()
         await asyncio.sleep(0)
+        await asyncio.to_thread(self.files.close)  # deferred closes land; spares are removed
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
 

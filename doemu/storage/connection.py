@@ -29,6 +29,7 @@ from typing import Any
 from doemu.errors import StorageError
 from doemu.storage import messages
 from doemu.storage.authorizer import Authorizer
+from doemu.storage.files import ObjectFiles, write_template
 from doemu.storage.limits import StorageLimits
 
 __all__ = ["Savepoint", "StorageConnection", "internal_sql"]
@@ -76,8 +77,10 @@ class StorageConnection:
         limits: StorageLimits | None,
         on_commit: Callable[[], None],
         on_rollback: Callable[[], None],
+        files: ObjectFiles | None = None,
     ) -> None:
         self.path = path
+        self._files = files
         self.authorizer = Authorizer()
         self._on_commit = on_commit
         self._on_rollback = on_rollback
@@ -87,6 +90,11 @@ class StorageConnection:
         self._savepoints: list[Savepoint] = []
         self.commit_count = 0
         self.closed = False
+        if not path.exists():
+            if files is not None:
+                files.create(path, _SCHEMA)
+            else:
+                write_template(path, _SCHEMA)
         db = sqlite3.connect(
             str(path),
             isolation_level=None,
@@ -258,4 +266,7 @@ class StorageConnection:
             self.commit()
         finally:
             self.closed = True
-            self.db.close()
+            if self._files is not None:
+                self._files.close_later(self.db)
+            else:
+                self.db.close()

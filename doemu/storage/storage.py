@@ -24,6 +24,7 @@ from doemu.errors import StorageError
 from doemu.storage import messages
 from doemu.storage.alarms import AlarmStore
 from doemu.storage.connection import StorageConnection, internal_sql
+from doemu.storage.files import ObjectFiles
 from doemu.storage.kv import KvStore
 from doemu.storage.limits import StorageLimits
 from doemu.storage.operations import AsyncKvMethods
@@ -73,6 +74,7 @@ class ObjectStorage(AsyncKvMethods):
         has_alarm_handler: bool = True,
         on_alarm_commit: Callable[[float | None], None] | None = None,
         exclusive: Exclusive | None = None,
+        files: ObjectFiles | None = None,
     ) -> None:
         self._path = pathlib.Path(path)
         self._sql_enabled = sql_enabled
@@ -81,6 +83,7 @@ class ObjectStorage(AsyncKvMethods):
             limits=limits,
             on_commit=self._after_commit,
             on_rollback=self._after_rollback,
+            files=files,
         )
         self._kv = KvStore(self._conn, limits)
         self._alarms = AlarmStore(

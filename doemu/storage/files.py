@@ -1,0 +1,222 @@
+"""Object files: a new object's database without stalling the loop, and closes moved off it.
+
+A fresh SQLite database in WAL mode is expensive to make where it matters, on the event-loop
+thread that serves every object: three files are created (the database, its ``-wal`` and its
+``-shm``; on ext4 each creation costs 0.3–0.5 ms), switching to WAL rewrites the header with an
+fsync, and the first frame of a new WAL syncs the WAL header. Closing the last connection is
+expensive too: SQLite checkpoints the WAL into the database (fsyncs) and unlinks ``-wal`` and
+``-shm``. A cold object used to cost several milliseconds of loop time that every other object
+waited through, and start-up with thousands of overdue alarms (each activation evicting another
+object) spent most of its time in ``close()``.
+
+:class:`ObjectFiles` takes that work off the loop:
+
+* **A template.** An empty object database in WAL mode whose schema is committed *in the WAL*,
+  built once per process. Because its WAL already holds frames, the object's first write appends
+  to it instead of starting a new WAL, so no header is rewritten and nothing is synced.
+* **Spares.** A worker thread keeps a few copies of the template (database, ``-wal``, empty
+  ``-shm``) ready in ``<namespace dir>/.spare/``; a new object takes one with three renames (tens
+  of microseconds). When none is ready the template is written in place, still without an fsync.
+* **Deferred close.** :meth:`ObjectFiles.close_later` hands a connection with nothing uncommitted
+  to the same worker thread. Reopening the file before that close has run is safe: SQLite's
+  shared-memory WAL locking lets two connections coexist, and the old connection's checkpoint on
+  close simply leaves the WAL to the new one.
+
+Durability is unchanged. The promise is the one of WAL with ``synchronous=NORMAL``: a commit
+survives the process being killed once ``COMMIT`` returns; the template files are ordinary writes
+in the page cache, like any commit, and any prefix of them is a valid (empty) database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import os
+import queue
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = ["SPARE_DIR", "ObjectFiles", "template", "write_template"]
+
+_log = logging.getLogger("doemu.storage")
+
+#: Where each namespace directory keeps its ready-made object files.
+SPARE_DIR = ".spare"
+
+#: Ready spares per namespace directory; the worker tops the pool up after every take.
+DEFAULT_SPARES = 16
+
+_SUFFIXES = ("-wal", "-shm", "")  # the database itself last: its appearance makes the object
+
+
+@functools.cache
+def template(schema: tuple[str, ...]) -> tuple[bytes, bytes]:
+    """``(database bytes, WAL bytes)`` of an empty object database with ``schema`` in its WAL.
+
+    The bytes are copied while the building connection is still open, before any checkpoint, so
+    the pair is a consistent snapshot: the database file holds the WAL-mode header and the WAL
+    the committed schema.
+    """
+    with tempfile.TemporaryDirectory(prefix="doemu-template-") as tmp:
+        path = Path(tmp) / "template.sqlite"
+        db = sqlite3.connect(path, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchall()
+            db.execute("BEGIN")
+            for statement in schema:
+                db.execute(statement)
+            db.execute("COMMIT")
+            data = path.read_bytes()
+            wal = Path(f"{path}-wal").read_bytes()
+        finally:
+            db.close()
+    return data, wal
+
+
+def write_template(path: Path, schema: Sequence[str]) -> None:
+    """Create ``path`` (which must not exist) as a copy of the template; no fsync."""
+    data, wal = template(tuple(schema))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    # The database alone is already valid (empty, in WAL mode); the WAL adds the schema.
+    with open(f"{path}-wal", "wb") as f:
+        f.write(wal)
+
+
+class ObjectFiles:
+    """Creates object databases from spares and closes connections on one worker thread.
+
+    One instance per runtime. The worker thread starts on first use and stops in :meth:`close`,
+    which also removes the unused spares.
+    """
+
+    def __init__(self, *, spares: int = DEFAULT_SPARES) -> None:
+        self._target = spares
+        self._lock = threading.Lock()
+        self._ready: dict[Path, list[Path]] = {}
+        self._filling: set[Path] = set()
+        self._swept: set[Path] = set()
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._seq = itertools.count()
+        self._closed = False
+
+    # -- the loop side --------------------------------------------------------------------------
+
+    def create(self, path: Path, schema: Sequence[str]) -> None:
+        """Make ``path`` a new, empty object database (the caller saw that it does not exist)."""
+        directory = path.parent
+        spare = self._take(directory)
+        if spare is not None:
+            try:
+                for suffix in _SUFFIXES:
+                    os.replace(f"{spare}{suffix}", f"{path}{suffix}")
+            except OSError as exc:  # a spare removed behind our back: make the file here
+                _log.debug("spare %s unusable: %s", spare, exc)
+                spare = None
+        if spare is None:
+            write_template(path, schema)
+        self._top_up(directory, schema)
+
+    def close_later(self, db: sqlite3.Connection) -> None:
+        """Close ``db`` (nothing uncommitted) on the worker thread; at once when closed."""
+        if self._closed:
+            db.close()
+        else:
+            self._submit(db.close)
+
+    def close(self) -> None:
+        """Run every queued job, stop the worker and remove unused spares (blocking; idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join()
+        while True:  # jobs queued after the stop marker (none expected), run here
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                self._run(job)
+        with self._lock:
+            ready, self._ready = self._ready, {}
+        for spares in ready.values():
+            for spare in spares:
+                _remove_set(spare)
+
+    # -- spares ----------------------------------------------------------------------------------
+
+    def _take(self, directory: Path) -> Path | None:
+        with self._lock:
+            spares = self._ready.get(directory)
+            return spares.pop() if spares else None
+
+    def _top_up(self, directory: Path, schema: Sequence[str]) -> None:
+        if self._closed or self._target <= 0:
+            return
+        with self._lock:
+            if directory in self._filling:
+                return
+            self._filling.add(directory)
+        self._submit(functools.partial(self._fill, directory, tuple(schema)))
+
+    def _fill(self, directory: Path, schema: tuple[str, ...]) -> None:
+        """Worker: make one spare, then queue the next, so closes interleave with filling."""
+        spare_dir = directory / SPARE_DIR
+        if directory not in self._swept:  # once per process: spares a killed process left
+            self._swept.add(directory)
+            spare_dir.mkdir(exist_ok=True)
+            for stale in spare_dir.iterdir():
+                stale.unlink(missing_ok=True)
+        with self._lock:
+            short = len(self._ready.get(directory, ())) < self._target and not self._closed
+            if not short:
+                self._filling.discard(directory)
+                return
+        spare = spare_dir / f"{os.getpid()}-{next(self._seq)}.sqlite"
+        write_template(spare, schema)
+        Path(f"{spare}-shm").touch()
+        with self._lock:
+            self._ready.setdefault(directory, []).append(spare)
+        self._submit(functools.partial(self._fill, directory, schema))
+
+    # -- the worker thread -----------------------------------------------------------------------
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="doemu-files", daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            self._run(job)
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except Exception:
+            _log.exception("object-file job failed")
+            if isinstance(job, functools.partial) and job.func == self._fill:
+                with self._lock:
+                    self._filling.discard(job.args[0])
+
+
+def _remove_set(spare: Path) -> None:
+    for suffix in _SUFFIXES:
+        with contextlib.suppress(OSError):
+            os.unlink(f"{spare}{suffix}")
