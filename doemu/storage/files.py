@@ -51,6 +51,12 @@ SPARE_DIR = ".spare"
 #: Ready spares per namespace directory; the worker tops the pool up after every take.
 DEFAULT_SPARES = 16
 
+#: Connections waiting for the worker to close them, at most. Each holds three descriptors, and
+#: under heavy churn (thousands of overdue alarms at start-up, each activation evicting another
+#: object) closes would pile up faster than the worker's fsyncs retire them: past this bound the
+#: caller closes inline, which is the back-pressure.
+MAX_PENDING_CLOSES = 32
+
 _SUFFIXES = ("-wal", "-shm", "")  # the database itself last: its appearance makes the object
 
 
@@ -104,6 +110,7 @@ class ObjectFiles:
         self._ready: dict[Path, list[Path]] = {}
         self._filling: set[Path] = set()
         self._swept: set[Path] = set()
+        self._pending_closes = 0
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._seq = itertools.count()
@@ -128,10 +135,21 @@ class ObjectFiles:
 
     def close_later(self, db: sqlite3.Connection) -> None:
         """Close ``db`` (nothing uncommitted) on the worker thread; at once when closed."""
-        if self._closed:
+        with self._lock:
+            inline = self._closed or self._pending_closes >= MAX_PENDING_CLOSES
+            if not inline:
+                self._pending_closes += 1
+        if inline:
             db.close()
         else:
-            self._submit(db.close)
+            self._submit(functools.partial(self._close, db))
+
+    def _close(self, db: sqlite3.Connection) -> None:
+        try:
+            db.close()
+        finally:
+            with self._lock:
+                self._pending_closes -= 1
 
     def close(self) -> None:
         """Run every queued job, stop the worker and remove unused spares (blocking; idempotent)."""
@@ -154,6 +172,9 @@ class ObjectFiles:
         for spares in ready.values():
             for spare in spares:
                 _remove_set(spare)
+        for directory in self._swept:
+            with contextlib.suppress(OSError):  # not empty: someone else's files; leave them
+                (directory / SPARE_DIR).rmdir()
 
     # -- spares ----------------------------------------------------------------------------------
 

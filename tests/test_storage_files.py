@@ -1,0 +1,156 @@
+"""Object files: the template, spares renamed into place, and closes deferred to a worker."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from doemu.storage import files as files_mod
+from doemu.storage.files import SPARE_DIR, ObjectFiles, template, write_template
+
+SCHEMA = ("CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID",)
+
+
+@pytest.fixture
+def files() -> Iterator[ObjectFiles]:
+    f = ObjectFiles(spares=3)
+    yield f
+    f.close()
+
+
+def _spares(directory: Path) -> list[Path]:
+    spare_dir = directory / SPARE_DIR
+    return sorted(spare_dir.glob("*.sqlite")) if spare_dir.exists() else []
+
+
+def _wait_for(predicate: object, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def test_the_template_holds_the_schema_in_its_wal(tmp_path: Path) -> None:
+    path = tmp_path / "obj.sqlite"
+    write_template(path, SCHEMA)
+    assert path.read_bytes()[18:20] == b"\x02\x02"  # WAL mode in the header
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("_cf_KV",)]
+    db.close()
+
+
+def test_the_first_write_appends_to_the_template_wal_instead_of_restarting_it(
+    tmp_path: Path,
+) -> None:
+    """A restarted WAL gets a new header (new salts) and an fsync; an appended one keeps it."""
+    path = tmp_path / "obj.sqlite"
+    write_template(path, SCHEMA)
+    header = Path(f"{path}-wal").read_bytes()[:32]
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("INSERT INTO _cf_KV VALUES ('k', x'01')")
+    assert Path(f"{path}-wal").read_bytes()[:32] == header
+    assert len(Path(f"{path}-wal").read_bytes()) > len(template(SCHEMA)[1])
+    db.close()
+
+
+def test_write_template_refuses_an_existing_file(tmp_path: Path) -> None:
+    path = tmp_path / "obj.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(FileExistsError):
+        write_template(path, SCHEMA)
+
+
+def test_spares_are_made_in_the_background_and_renamed_into_place(
+    files: ObjectFiles, tmp_path: Path
+) -> None:
+    first = tmp_path / "a.sqlite"
+    files.create(first, SCHEMA)  # no spare yet: written in place, and the pool fills
+    _wait_for(lambda: len(_spares(tmp_path)) == 3, "three spares")
+    second = tmp_path / "b.sqlite"
+    files.create(second, SCHEMA)
+    for path in (first, second):
+        db = sqlite3.connect(path)
+        db.execute("INSERT INTO _cf_KV VALUES ('k', x'01')")
+        db.commit()
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        db.close()
+    _wait_for(lambda: len(_spares(tmp_path)) == 3, "the pool topped up")
+
+
+def test_a_taken_spare_leaves_the_pool(tmp_path: Path) -> None:
+    f = ObjectFiles(spares=1)
+    try:
+        f.create(tmp_path / "a.sqlite", SCHEMA)
+        _wait_for(lambda: len(_spares(tmp_path)) == 1, "one spare")
+        (spare,) = _spares(tmp_path)
+        f.create(tmp_path / "b.sqlite", SCHEMA)
+        assert not spare.exists()
+        assert not Path(f"{spare}-wal").exists()
+        assert Path(tmp_path / "b.sqlite-wal").exists()
+    finally:
+        f.close()
+
+
+def test_close_removes_the_spares(tmp_path: Path) -> None:
+    f = ObjectFiles(spares=2)
+    f.create(tmp_path / "a.sqlite", SCHEMA)
+    _wait_for(lambda: len(_spares(tmp_path)) == 2, "two spares")
+    f.close()
+    assert not (tmp_path / SPARE_DIR).exists()
+    assert (tmp_path / "a.sqlite").exists()
+
+
+def test_spares_left_by_a_killed_process_are_swept(files: ObjectFiles, tmp_path: Path) -> None:
+    stale_dir = tmp_path / SPARE_DIR
+    stale_dir.mkdir()
+    stale = stale_dir / "999999-0.sqlite"
+    stale.write_bytes(b"half-written")
+    files.create(tmp_path / "a.sqlite", SCHEMA)
+    _wait_for(lambda: not stale.exists(), "the stale spare to go")
+    _wait_for(lambda: len(_spares(tmp_path)) == 3, "fresh spares")
+
+
+def test_a_deferred_close_lets_the_file_be_reopened_at_once(
+    files: ObjectFiles, tmp_path: Path
+) -> None:
+    path = tmp_path / "a.sqlite"
+    files.create(path, SCHEMA)
+    old = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    old.execute("INSERT INTO _cf_KV VALUES ('one', x'01')")
+    files.close_later(old)
+    new = sqlite3.connect(path, isolation_level=None)  # possibly before the old one closed
+    new.execute("INSERT INTO _cf_KV VALUES ('two', x'02')")
+    files.close()  # every deferred close has run
+    with pytest.raises(sqlite3.ProgrammingError):
+        old.execute("SELECT 1")
+    assert [r[0] for r in new.execute("SELECT key FROM _cf_KV ORDER BY key")] == ["one", "two"]
+    new.close()
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    check.close()
+
+
+def test_too_many_pending_closes_close_inline(
+    files: ObjectFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files_mod, "MAX_PENDING_CLOSES", 0)
+    db = sqlite3.connect(tmp_path / "x.sqlite", check_same_thread=False)
+    files.close_later(db)
+    with pytest.raises(sqlite3.ProgrammingError):  # closed before close_later returned
+        db.execute("SELECT 1")
+
+
+def test_after_close_connections_close_inline(tmp_path: Path) -> None:
+    f = ObjectFiles()
+    f.close()
+    db = sqlite3.connect(tmp_path / "x.sqlite", check_same_thread=False)
+    f.close_later(db)
+    with pytest.raises(sqlite3.ProgrammingError):
+        db.execute("SELECT 1")
