@@ -44,7 +44,7 @@ _log = logging.getLogger("doemu.alarms")
 MAX_ALARM_RETRIES = 6
 
 #: Alarm handlers running at once. A restart can find thousands of overdue alarms; delivering
-#: them all at once would monopolise the loop, so the server could not even report ready.
+#: them all at once would monopolise the loop, so the server could not answer anything else.
 MAX_CONCURRENT_DELIVERIES = 32
 
 #: (namespace unique key, 64-hex actor id)
@@ -133,7 +133,6 @@ class AlarmScheduler:
         self._timer: TimerHandle | None = None
         self._timer_at: float | None = None
         self._running: dict[AlarmKey, asyncio.Task[None]] = {}
-        self._slots: asyncio.Semaphore | None = None
         self._closed = False
 
     def __len__(self) -> int:
@@ -177,6 +176,14 @@ class AlarmScheduler:
     def _arm(self) -> None:
         if self._closed:
             return
+        if len(self._running) >= MAX_CONCURRENT_DELIVERIES:
+            # Saturated: the next start comes from _finished(), not from a timer (a timer for an
+            # overdue time would fire at once, find no free slot and re-arm, spinning).
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = None
+            self._timer_at = None
+            return
         nxt = self._peek()
         if nxt == self._timer_at and self._timer is not None:
             return
@@ -191,36 +198,37 @@ class AlarmScheduler:
     def _fire(self) -> None:
         self._timer = None
         self._timer_at = None
+        self._start_due()
+        self._arm()
+
+    def _start_due(self) -> None:
+        """Start due deliveries, at most :data:`MAX_CONCURRENT_DELIVERIES` running at once.
+
+        The bound is on *started* deliveries, not on a semaphore inside them: a handler that
+        never really suspends finishes within the step that started it, so thousands of tasks
+        created at once would all run in one loop iteration and the loop would not poll its
+        sockets until the last one ended. The rest start from :meth:`_finished`, a done
+        callback, which runs in a later iteration: network I/O is served between batches.
+        """
         now = self._clock.now()
         heap = self._heap
-        while heap:
+        while heap and len(self._running) < MAX_CONCURRENT_DELIVERIES:
             when, _, key = heap[0]
             if self._due.get(key) != when:
                 heapq.heappop(heap)
                 continue
             if when > now:
                 break
-            if key in self._running:
-                # Wait for the running delivery; _finished() re-arms for this key.
-                heapq.heappop(heap)
-                continue
             heapq.heappop(heap)
+            if key in self._running:
+                continue  # it comes due again while it runs: _finished() re-queues it
             del self._due[key]
             self._start(key, when)
-        self._arm()
 
     def _start(self, key: AlarmKey, when: float) -> None:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
-            self._deliver_in_slot(key, when)
-        )
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._deliver(key, when))
         self._running[key] = task
         task.add_done_callback(functools.partial(self._finished, key))
-
-    async def _deliver_in_slot(self, key: AlarmKey, when: float) -> None:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(MAX_CONCURRENT_DELIVERIES)
-        async with self._slots:
-            await self._deliver(key, when)
 
     def _finished(self, key: AlarmKey, task: asyncio.Task[None]) -> None:
         self._running.pop(key, None)
@@ -229,6 +237,8 @@ class AlarmScheduler:
         when = self._due.get(key)
         if when is not None:
             heapq.heappush(self._heap, (when, next(self._seq), key))
+        if not self._closed:
+            self._start_due()
             self._arm()
 
     def running_task(self, key: AlarmKey) -> asyncio.Task[None] | None:

@@ -237,3 +237,50 @@ async def test_a_pending_retry_fires_after_a_restart(harness_factory: Any) -> No
     await h.advance(retry_at - h.clock.now())
     assert await h.env.ALARMED.getByName("retry-restart").fired() == 2
     assert await h.env.ALARMED.getByName("retry-restart").get_alarm() is None
+
+
+class Counting(DurableObject):
+    """A handler that never suspends: each delivery finishes in the step that starts it."""
+
+    async def arm(self, at_ms: float) -> None:
+        await self.ctx.storage.setAlarm(at_ms)
+
+    async def alarm(self) -> None:
+        FIRED.append(str(self.ctx.id.name))
+
+
+FIRED: list[str] = []
+
+
+async def test_a_storm_of_overdue_alarms_leaves_the_loop_to_other_work(
+    harness_factory: Any,
+) -> None:
+    """Overdue alarms start in bounded batches, so other work runs long before the last one."""
+    import asyncio
+
+    from doemu.alarms import MAX_CONCURRENT_DELIVERIES
+
+    h = await harness_factory({"COUNTING": Counting})
+    n = 6 * MAX_CONCURRENT_DELIVERIES
+    for i in range(n):
+        await h.env.COUNTING.getByName(f"storm-{i}").arm(h.clock.now() + 1_000)
+    await h.runtime.close()
+    FIRED.clear()
+    h.clock.set(h.clock.now() + 60_000)
+    await h.restart()
+
+    seen_by_other_work: list[int] = []
+
+    async def other_work() -> None:  # what a socket read would be: one step per loop pass
+        for _ in range(10 * n):
+            seen_by_other_work.append(len(FIRED))
+            if len(FIRED) == n:
+                return
+            await asyncio.sleep(0)
+
+    other = asyncio.ensure_future(other_work())
+    await h.advance(0)
+    await other
+    assert len(FIRED) == n  # every alarm fired in the end
+    steps = [b - a for a, b in itertools.pairwise(seen_by_other_work)]
+    assert max(steps) <= MAX_CONCURRENT_DELIVERIES, steps  # other work ran between batches
