@@ -81,3 +81,53 @@ def test_sigkill_from_the_parent_mid_turn(tmp_path: pathlib.Path) -> None:
     finally:
         storage.close()
     assert _counts(db)[0] == 1
+
+
+def test_sigkill_after_the_first_commit_of_a_reopened_object(tmp_path: pathlib.Path) -> None:
+    """An object woken from eviction starts a new WAL (its first commit runs unsynced, see
+    StorageConnection): 1. a closed object file has no WAL; 2. the child reopens it, writes one
+    turn, commits and is SIGKILLed; 3. every write of that turn is there, and the old data too."""
+    db = tmp_path / "obj.sqlite"
+    storage = ObjectStorage(db, clock=SystemClock())
+    storage.put("before", 1)
+    storage.commit()
+    storage.close()
+    assert not pathlib.Path(f"{db}-wal").exists()
+    child = _run_child(db, "after-commit")
+    child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    assert _counts(db) == (N + 1, 1)
+
+
+def test_a_reopened_object_is_back_to_normal_sync_after_its_first_write(
+    tmp_path: pathlib.Path,
+) -> None:
+    db = tmp_path / "obj.sqlite"
+    storage = ObjectStorage(db, clock=SystemClock())
+    storage.put("before", 1)
+    storage.commit()
+    storage.close()
+
+    def pragma(s: ObjectStorage, name: str) -> int:
+        value = s._conn.read(f"PRAGMA {name}").fetchone()[0]
+        return int(value)
+
+    reopened = ObjectStorage(db, clock=SystemClock())
+    try:
+        assert (pragma(reopened, "synchronous"), pragma(reopened, "wal_autocheckpoint")) == (0, 0)
+        assert reopened.get("before").result() == 1
+        reopened.commit()  # a read-only transaction writes no WAL header: still the new-WAL mode
+        assert pragma(reopened, "synchronous") == 0
+        reopened.put("after", 2)
+        reopened.commit()
+        assert (pragma(reopened, "synchronous"), pragma(reopened, "wal_autocheckpoint")) == (
+            1,
+            1000,
+        )
+    finally:
+        reopened.close()
+    fresh = ObjectStorage(tmp_path / "new.sqlite", clock=SystemClock())
+    try:  # a new object's WAL comes with the template and is never "new"
+        assert pragma(fresh, "synchronous") == 1
+    finally:
+        fresh.close()
