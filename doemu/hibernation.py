@@ -9,6 +9,8 @@ re-runs the constructor and calls ``webSocketMessage``. Sockets accepted the non
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -17,10 +19,61 @@ from .errors import WebSocketError
 if TYPE_CHECKING:
     from .host import ObjectHost
 
-__all__ = ["MAX_TAGS", "MAX_TAG_LENGTH", "SocketRegistry"]
+__all__ = ["MAX_TAGS", "MAX_TAG_LENGTH", "SocketRegistry", "StartOrder"]
 
 MAX_TAGS = 10
 MAX_TAG_LENGTH = 256
+
+
+class StartOrder:
+    """Socket events of one object start their handlers in the order their frames arrived.
+
+    A handler normally starts the moment its frame arrives (see ``ObjectHost._spawn_socket_event``),
+    but one that has to wait first (at the input gate of a ``blockConcurrencyWhile``, or for the
+    constructor) must not be overtaken by a frame that arrives just as the gate opens: the later
+    handler would otherwise start in the loop turn between the gate opening and the earlier
+    event's wake-up. Each event takes a turn when its frame arrives and passes it on the moment
+    its handler starts (or when it ends without starting); the next event waits only if an
+    earlier one has not started yet, so the common case costs two counter updates.
+    """
+
+    __slots__ = ("_pending", "_waiting")
+
+    def __init__(self) -> None:
+        #: Events that arrived and have not passed their turn on (the first of them holds it).
+        self._pending = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    def __len__(self) -> int:
+        """Events that arrived but have not started their handler yet."""
+        return self._pending
+
+    def arrive(self) -> asyncio.Future[None] | None:
+        """Take a turn: ``None`` to go ahead now, or a future that resolves at this event's turn."""
+        self._pending += 1
+        if self._pending == 1:
+            return None
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        return turn
+
+    def started(self) -> None:
+        """The event holding the turn started its handler (or ended): the next one may go."""
+        self._pending -= 1
+        waiting = self._waiting
+        while waiting:
+            turn = waiting.popleft()
+            if not turn.done():  # a cancelled waiter has already left
+                turn.set_result(None)
+                return
+
+    def leave(self, turn: asyncio.Future[None]) -> None:
+        """An event stopped waiting for ``turn`` (cancelled): pass the turn on if it got it."""
+        if turn.done() and not turn.cancelled():
+            self.started()
+        else:
+            turn.cancel()
+            self._pending -= 1
 
 
 class SocketRegistry:
@@ -35,6 +88,8 @@ class SocketRegistry:
         self.auto_response: Any = None
         self._auto_timestamps: dict[Any, float] = {}
         self.event_timeout_ms: int | None = None
+        #: Arrival order of this object's socket events (see :class:`StartOrder`).
+        self.order = StartOrder()
 
     def __len__(self) -> int:
         return len(self._tags)
