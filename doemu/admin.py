@@ -28,26 +28,27 @@ import logging
 import math
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from .admin_events import EventStream
-from .clock import ManualClock
 from .errors import DoemuError, ObjectResetError
-from .ids import DurableObjectId
-from .inspection import jsonable, read_kv, read_names, read_sql
-from .openapi import OPENAPI
-from .runtime import Namespace, Runtime
 
-__all__ = ["ADMIN_PREFIX", "build_admin_app"]
+# Starlette and the modules only the routes use (OpenAPI document, event stream, file
+# inspection) are imported when the first admin request arrives (see AdminApp): ``doemu dev``
+# builds the admin app before it reports ready, and object traffic never needs them.
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import BaseRoute
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from .ids import DurableObjectId
+    from .runtime import Namespace, Runtime
+
+    Handler = Callable[[Request], Awaitable[Response]]
+
+__all__ = ["ADMIN_PREFIX", "AdminApp", "build_admin_app"]
 
 ADMIN_PREFIX = "/__doemu/api"
 
@@ -55,8 +56,6 @@ ADMIN_PREFIX = "/__doemu/api"
 MAX_BODY_BYTES = 1 << 20
 
 _log = logging.getLogger("doemu.admin")
-
-Handler = Callable[[Request], Awaitable[Response]]
 
 _SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _CLOCK_BODY = 'expected a JSON body like {"advance_ms": 1000}'
@@ -74,6 +73,8 @@ class _Refusal(Exception):
 
 
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    from starlette.responses import JSONResponse
+
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
@@ -306,8 +307,55 @@ def _int_query(request: Request, name: str, default: int) -> int:
     return value
 
 
-def build_admin_app(runtime: Runtime, *, token: str | None = None) -> Starlette:
+class AdminApp:
+    """The admin ASGI app; the Starlette app behind it is built on the first request.
+
+    The server constructs this before it reports ready, and building it eagerly would import
+    Starlette and the route modules (tens of milliseconds, more without cached bytecode) on the
+    path from a restart to the first object request, which never touches the admin API. Only the
+    first admin request pays for the build; the app and its routes are the same either way.
+    """
+
+    __slots__ = ("_app", "_runtime", "_token")
+
+    def __init__(self, runtime: Runtime, token: str | None) -> None:
+        self._runtime = runtime
+        self._token = token
+        self._app: Starlette | None = None
+
+    @property
+    def app(self) -> Starlette:
+        """The Starlette app, built now if no request has needed it yet."""
+        if self._app is None:
+            self._app = _build_starlette(self._runtime, self._token)
+        return self._app
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        """The admin routes (the OpenAPI document is checked against them)."""
+        return self.app.routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+def build_admin_app(runtime: Runtime, *, token: str | None = None) -> AdminApp:
     """The admin ASGI app (mounted by the server under :data:`ADMIN_PREFIX`)."""
+    return AdminApp(runtime, token)
+
+
+def _build_starlette(runtime: Runtime, token: str | None) -> Starlette:
+    """The admin API's routes, access control and JSON error handling as a Starlette app."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from .admin_events import EventStream
+    from .clock import ManualClock
+    from .inspection import jsonable, read_kv, read_names, read_sql
+    from .openapi import OPENAPI
 
     def namespace_of(request: Request) -> Namespace:
         binding = _param(request, "binding")

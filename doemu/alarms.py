@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 from .clock import Clock, TimerHandle
 
 __all__ = [
@@ -103,6 +101,8 @@ class AlarmTable:
 
     async def load_all(self) -> list[tuple[str, float, str | None]]:
         """Every persisted alarm as ``(actor_id, scheduled_ms, actor_name)``."""
+        import aiosqlite  # only this scan needs it: importing the module does not pay for it
+
         async with aiosqlite.connect(self.path) as db:
             cursor = await db.execute("SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM")
             rows = await cursor.fetchall()

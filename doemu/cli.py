@@ -6,25 +6,27 @@ one-line ``Error: …`` and exit code 1; tracebacks are kept for bugs and for th
 
 This module only declares the commands and echoes their results: what ``doemu dev`` does lives in
 :mod:`doemu.devserver`, reading a persist dir when no server runs in :mod:`doemu.offline`.
+
+Start-up time matters (a restart after a crash is measured to its first answered request), so
+what only the inspection commands use (the admin API client, the offline readers) is imported
+inside those commands, never on the way to ``doemu dev`` serving.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote, urlencode
 
 import click
 
 from . import __version__
-from .adminclient import AdminClient, AdminUnavailable
 from .config import (
+    LOOPS,
     DoemuSettings,
     DurableObjectBinding,
     WorkerConfig,
@@ -33,9 +35,11 @@ from .config import (
     load_config,
     resolve_settings,
 )
-from .devserver import http_url, load_worker, run_with_reload, serve, setup_logging
+from .devserver import http_url, load_worker, run, run_with_reload, setup_logging
 from .errors import DoemuError
-from .offline import object_file, read_only_sql, scan_objects
+
+if TYPE_CHECKING:
+    from .adminclient import AdminClient
 
 __all__ = ["main"]
 
@@ -115,6 +119,12 @@ def main() -> None:
     default=None,
     help="Cap on live objects (LRU eviction). [default: from the fd limit]",
 )
+@click.option(
+    "--loop",
+    default=None,
+    type=click.Choice(LOOPS),
+    help="Event loop: uvloop when installed (auto), or asyncio.  [default: auto]",
+)
 @click.option("--reload-child", is_flag=True, hidden=True)  # set by --reload for its child
 def dev(config: Path | None, reload_child: bool, **flags: Any) -> None:
     """Serve the worker's Durable Objects over HTTP and WebSocket."""
@@ -124,7 +134,7 @@ def dev(config: Path | None, reload_child: bool, **flags: Any) -> None:
     if settings.reload:
         run_with_reload(worker, settings)
         return
-    asyncio.run(serve(worker, settings, force_on_second_signal=not reload_child))
+    run(worker, settings, force_on_second_signal=not reload_child)
 
 
 # ------------------------------------------------------------------------------------ classes
@@ -152,13 +162,19 @@ _PERSIST_TO = click.option(
 )
 
 
-@dataclass(frozen=True)
 class _Target:
-    """What an inspection command looks at: a server's admin API, else its persist dir."""
+    """What an inspection command looks at: a server's admin API, else its persist dir.
 
-    worker: WorkerConfig
-    settings: DoemuSettings
-    client: AdminClient
+    A plain class rather than a dataclass: building a dataclass costs close to a millisecond at
+    import time, on every command, ``doemu dev`` included.
+    """
+
+    __slots__ = ("client", "settings", "worker")
+
+    def __init__(self, worker: WorkerConfig, settings: DoemuSettings, client: AdminClient) -> None:
+        self.worker = worker
+        self.settings = settings
+        self.client = client
 
     def binding(self, name: str) -> DurableObjectBinding:
         try:
@@ -171,6 +187,8 @@ class _Target:
 def _target(
     config: Path | None, url: str | None, token: str | None, persist_to: Path | None = None
 ) -> _Target:
+    from .adminclient import AdminClient
+
     worker = _load(config)
     settings = _settings(worker, {"persist_to": persist_to})
     if url is None:  # a server bound to every interface is reached on loopback
@@ -181,6 +199,8 @@ def _target(
 
 def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
     """The admin API's answer, or ``None`` when no server answers (callers then go offline)."""
+    from .adminclient import AdminUnavailable
+
     try:
         return call(target.client)
     except AdminUnavailable:
@@ -230,6 +250,8 @@ def objects(
 
 
 def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any]]:
+    from .offline import scan_objects
+
     bindings = [target.binding(binding)] if binding else list(target.worker.bindings)
     return scan_objects(target.worker, _offline(target), bindings)
 
@@ -263,6 +285,8 @@ def sql(
                 f"--write needs a running server (writes go through the object); "
                 f"none answers at {target.client.base}"
             )
+        from .offline import object_file, read_only_sql
+
         file = object_file(target.worker, target.settings.persist_to, target.binding(binding), name)
         _offline(target)
         result = read_only_sql(file, query, f"{binding}/{name}")

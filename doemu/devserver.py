@@ -20,15 +20,15 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from . import __version__
-from .config import DoemuSettings, WorkerConfig, display_path
+from .config import DoemuSettings, Loop, WorkerConfig, display_path
 from .errors import DoemuError
 
 if TYPE_CHECKING:
@@ -37,7 +37,15 @@ if TYPE_CHECKING:
     from .loader import LoadedWorker
     from .runtime import Runtime
 
-__all__ = ["http_url", "load_worker", "run_with_reload", "serve", "setup_logging"]
+__all__ = [
+    "http_url",
+    "load_worker",
+    "loop_factory",
+    "run",
+    "run_with_reload",
+    "serve",
+    "setup_logging",
+]
 
 #: How long a graceful stop waits for in-flight requests before closing connections.
 GRACEFUL_SHUTDOWN_SECONDS = 5
@@ -76,6 +84,42 @@ def setup_logging(level: str) -> None:
         format="%(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+
+
+def loop_factory(loop: Loop) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """What creates the event loop the ``loop`` setting names; ``None`` is asyncio's own.
+
+    uvloop is the default when it can be imported because the server spends most of its time in
+    the loop's socket and callback machinery, where uvloop is much faster (WebSocket echo
+    throughput rises by about half). ``auto`` quietly falls back to asyncio without it; an
+    explicit ``uvloop`` was checked by the settings and fails here only on a broken install.
+    """
+    if loop == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError as exc:
+        if loop == "auto":
+            return None
+        _fail(f"the loop setting is uvloop, but uvloop cannot be imported: {exc}")
+    return uvloop.new_event_loop
+
+
+def _loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    """``uvloop`` or ``asyncio``: the loop the server really runs on, for the banner."""
+    return "uvloop" if type(loop).__module__.partition(".")[0] == "uvloop" else "asyncio"
+
+
+def run(
+    worker: WorkerConfig, settings: DoemuSettings, *, force_on_second_signal: bool = True
+) -> None:
+    """``doemu dev`` without ``--reload``: :func:`serve` on the event loop the settings name.
+
+    ``asyncio.Runner`` with a loop factory (rather than a global event loop policy) keeps the
+    choice to this one loop, exactly as ``asyncio.run`` would run it otherwise.
+    """
+    with asyncio.Runner(loop_factory=loop_factory(settings.loop)) as runner:
+        runner.run(serve(worker, settings, force_on_second_signal=force_on_second_signal))
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -118,6 +162,22 @@ def _stop_signals(server: uvicorn.Server) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+class _WebSocketProtocol(asyncio.Protocol):
+    """doemu's WebSocket protocol for uvicorn, imported when the first upgrade arrives.
+
+    uvicorn resolves its ``ws`` setting as it starts, importing websockets (about 10 ms, most of
+    it the ``importlib.metadata`` that ``websockets.version`` pulls in) before the first request
+    can be served; a restart's first request is rarely an upgrade, so that import waits for one.
+    uvicorn only ever calls the class it is given (``ws_protocol_class(config=…, …)``), so
+    ``__new__`` returns an instance of :func:`doemu.server.uvicorn_ws_protocol`'s protocol.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> asyncio.Protocol:  # type: ignore[misc]
+        from .server import uvicorn_ws_protocol
+
+        return uvicorn_ws_protocol()(*args, **kwargs)
 
 
 def _server(config: uvicorn.Config, force_on_second_signal: bool) -> uvicorn.Server:
@@ -174,6 +234,7 @@ async def serve(
                 lifespan="on",
                 log_level="warning" if settings.log_level == "info" else settings.log_level,
                 access_log=settings.log_level in ("debug", "trace"),
+                ws=_WebSocketProtocol,
                 ws_ping_interval=None,
                 # Open event streams and idle WebSockets never finish by themselves: give
                 # in-flight requests this long, then close the rest so shutdown completes.
@@ -206,6 +267,7 @@ def _banner(
     click.echo(f"  url:     {url}")
     click.echo(f"  admin:   {url}/__doemu/api/health")
     click.echo(f"  persist: {persist}")
+    click.echo(f"  loop:    {_loop_name(asyncio.get_running_loop())}")
     entry = f"Default ({loaded.entry.__module__})" if loaded.entry else "default router"
     click.echo(f"  entry:   {entry}")
     for binding in worker.bindings:
@@ -232,7 +294,7 @@ def run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
     args = [
         sys.executable, "-m", "doemu", "dev", "--no-reload", "--reload-child",
         "--host", settings.host, "--port", str(port), "--persist-to", str(persist),
-        "--log-level", settings.log_level, "--limits", settings.limits,
+        "--log-level", settings.log_level, "--limits", settings.limits, "--loop", settings.loop,
         "--idle-timeout", f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
     ]  # fmt: skip
     if worker.source is not None:

@@ -32,9 +32,7 @@ an earlier load keep working, but their project's modules are no longer importab
 
 from __future__ import annotations
 
-import difflib
 import importlib
-import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -43,10 +41,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import ClassInfo, DurableObjectBinding, WorkerConfig
 from .errors import LoaderError
+
+# Entry points are only consulted for a binding whose class ``main`` does not define, so
+# importlib.metadata (several milliseconds) is imported there and not on every start-up.
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -200,12 +203,18 @@ def import_from_string(import_str: str, *, context: str = "") -> Any:
 # -------------------------------------------------------------------- user-module bookkeeping
 
 
-@dataclass
 class _UserCode:
-    """What the last load added to the interpreter, so the next load can take it back."""
+    """What the last load added to the interpreter, so the next load can take it back.
 
-    modules: set[str] = field(default_factory=set)
-    paths: list[str] = field(default_factory=list)
+    A plain class, not a dataclass: it has one instance and is never compared or printed, and
+    building a dataclass costs most of a millisecond of every start-up.
+    """
+
+    __slots__ = ("modules", "paths")
+
+    def __init__(self) -> None:
+        self.modules: set[str] = set()
+        self.paths: list[str] = []
 
 
 _STATE = _UserCode()
@@ -419,6 +428,9 @@ def _resolve_binding(
 
     entry_points = _entry_points(binding.class_name)
     if not entry_points:
+        import difflib
+        import importlib.metadata
+
         candidates = [n for n, v in vars(module).items() if isinstance(v, type)]
         candidates += [ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
         close = difflib.get_close_matches(binding.class_name, candidates, n=1)
@@ -441,16 +453,18 @@ def _resolve_binding(
     return _loaded(config, binding.class_name, obj, f"plugin {_dist_label(ep)} ({value})")
 
 
-def _entry_points(name: str) -> list[importlib.metadata.EntryPoint]:
+def _entry_points(name: str) -> list[EntryPoint]:
     """Entry points called ``name`` in the group, one per (distribution, value)."""
-    unique: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
+    import importlib.metadata
+
+    unique: dict[tuple[str, str], EntryPoint] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP).select(name=name):
         dist = ep.dist.name.lower().replace("_", "-") if ep.dist is not None else ""
         unique.setdefault((dist, ep.value), ep)
     return list(unique.values())
 
 
-def _dist_label(ep: importlib.metadata.EntryPoint) -> str:
+def _dist_label(ep: EntryPoint) -> str:
     if ep.dist is None:
         return "an unknown distribution"
     return f"{ep.dist.name} {ep.dist.version}"

@@ -152,6 +152,24 @@ def test_banner_and_a_graceful_stop_that_keeps_state(
     assert server.stop() == 0
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "loop"),
+    [
+        ((), {"DOEMU_LOOP": ""}, "uvloop"),  # auto: uvloop is installed with doemu
+        (("--loop", "asyncio"), {}, "asyncio"),
+        ((), {"DOEMU_LOOP": "asyncio"}, "asyncio"),
+    ],
+)
+def test_the_loop_setting_picks_the_event_loop(
+    dev_server: Any, counter_project: Path, args: tuple[str, ...], env: dict[str, str], loop: str
+) -> None:
+    """The banner names the event loop the server runs on, and the server serves on it."""
+    server = dev_server(counter_project, *args, env=env)
+    assert f"  loop:    {loop}" in banner(server)
+    assert httpx.post(f"{server.url}/COUNTER/{unique('loop')}/incr").json() == {"value": 1}
+    assert server.stop() == 0, server.output()
+
+
 def test_no_persist_removes_its_temp_dir_on_a_graceful_stop(
     dev_server: Any, counter_project: Path
 ) -> None:
@@ -174,8 +192,9 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
 ) -> None:
     """1. ``--reload --no-persist``: the parent owns one temp dir for every child.
     2. After a source edit restarts the child, the value is still there.
-    3. SIGTERM to the group: exit 0, no traceback (no forced shutdown), temp dir removed."""
-    server = dev_server(counter_project, "--reload", "--no-persist")
+    3. SIGTERM to the group: exit 0, no traceback (no forced shutdown), temp dir removed.
+    4. Each child runs on the loop the parent was asked for (asyncio, not the default)."""
+    server = dev_server(counter_project, "--reload", "--no-persist", "--loop", "asyncio")
     line = server.wait_for_line(r"^doemu: --no-persist: state in ")
     temp = Path(line.split("state in ", 1)[1].split(",", 1)[0])
     name = unique("cli-reload")
@@ -188,6 +207,7 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
         what="the reloaded child to be ready",
     )
     assert httpx.get(f"{server.url}/COUNTER/{name}/value").json()["value"] == 1
+    assert server.lines.count("  loop:    asyncio") == 2, server.output()
     assert temp.is_dir()
     assert server.stop() == 0, server.output()
     assert "Traceback" not in server.output(), server.output()

@@ -12,17 +12,20 @@ import json
 import os
 import shutil
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from doemu import __version__
 from doemu.cli import main
 from doemu.config import load_config
+from doemu.devserver import loop_factory
 from doemu.ids import IdFactory
 from doemu.loader import load_worker
 from doemu.runtime import ClassSpec
@@ -166,6 +169,30 @@ def test_dev_rejects_bad_settings_naming_them(project: Path) -> None:
     assert_fails(doemu("dev", env={"DOEMU_IDLE_TIMEOUT": "9-1"}), "DOEMU_IDLE_TIMEOUT='9-1'")
     (project / "pyproject.toml").write_text('[tool.doemu]\nidle-timeout = "soon"\n')
     assert_fails(doemu("dev"), "pyproject.toml [tool.doemu] idle-timeout='soon'")
+
+
+def test_dev_rejects_a_bad_loop_and_a_missing_uvloop(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = doemu("dev", "--loop", "trio")
+    assert result.exit_code == 2 and "Invalid value for '--loop'" in result.stderr
+    assert_fails(doemu("dev", env={"DOEMU_LOOP": "trio"}), "DOEMU_LOOP='trio'", "auto, asyncio")
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what a missing package looks like
+    assert_fails(doemu("dev", "--loop", "uvloop"), "--loop='uvloop': uvloop is not installed")
+
+
+def test_loop_factory_prefers_uvloop_and_falls_back_only_for_auto(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import uvloop
+
+    assert loop_factory("asyncio") is None  # asyncio's own loop
+    assert loop_factory("uvloop") is uvloop.new_event_loop
+    assert loop_factory("auto") is uvloop.new_event_loop
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    assert loop_factory("auto") is None
+    with pytest.raises(click.ClickException, match="uvloop cannot be imported"):
+        loop_factory("uvloop")
 
 
 def test_dev_on_a_busy_port_is_a_one_line_error(project: Path, busy_port: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -721,6 +722,8 @@ def test_settings_env_and_cli_values_are_parsed(tmp_path: Path) -> None:
          "--log-level='loud': expected one of critical, error, warning, info, debug, trace"),
         ({}, {"DOEMU_LIMITS": "cloud"}, "DOEMU_LIMITS='cloud': expected local or production"),
         ({"max_live_objects": 0}, {}, "--max-live-objects=0: expected a positive integer"),
+        ({}, {"DOEMU_LOOP": "fast"}, "DOEMU_LOOP='fast': expected auto, asyncio or uvloop"),
+        ({"loop": "trio"}, {}, "--loop='trio': expected auto, asyncio or uvloop"),
     ],
 )  # fmt: skip
 def test_settings_errors(cli: dict[str, object], env: dict[str, str], message: str) -> None:
@@ -742,6 +745,42 @@ def test_pyproject_settings_errors(tmp_path: Path) -> None:
     write(tmp_path, "[tool.doemu\n", "pyproject.toml")
     with pytest.raises(SettingsError, match="invalid TOML"):
         resolve_settings({}, {}, pyproject)
+
+
+def test_loop_setting_comes_from_every_source_in_order(tmp_path: Path) -> None:
+    pyproject = write(tmp_path, '[tool.doemu]\nloop = "asyncio"\n', "pyproject.toml")
+    assert resolve_settings({}, {}, None).loop == "auto"
+    assert resolve_settings({}, {}, pyproject).loop == "asyncio"
+    assert resolve_settings({}, {"DOEMU_LOOP": " UVloop "}, pyproject).loop == "uvloop"
+    cli = {"loop": "asyncio"}
+    assert resolve_settings(cli, {"DOEMU_LOOP": "uvloop"}, pyproject).loop == "asyncio"
+    assert resolve_settings({"loop": None}, {"DOEMU_LOOP": ""}, None).loop == "auto"
+
+    write(tmp_path, "[tool.doemu]\nloop = 1\n", "pyproject.toml")
+    with pytest.raises(SettingsError) as info:
+        resolve_settings({}, {}, pyproject)
+    assert str(info.value).endswith(
+        "pyproject.toml [tool.doemu] loop=1: expected auto, asyncio or uvloop"
+    )
+
+
+def test_loop_uvloop_without_uvloop_installed_names_the_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what a missing package looks like
+    sources: list[tuple[dict[str, str], dict[str, str], str]] = [
+        ({"loop": "uvloop"}, {}, "--loop"),
+        ({}, {"DOEMU_LOOP": "uvloop"}, "DOEMU_LOOP"),
+    ]
+    for cli, env, source in sources:
+        with pytest.raises(SettingsError) as info:
+            resolve_settings(cli, env, None)
+        assert str(info.value).startswith(f"{source}='uvloop': uvloop is not installed")
+        assert "use auto or asyncio" in str(info.value)
+        assert info.value.source == source
+    # auto falls back to asyncio quietly; asyncio never needs uvloop
+    assert resolve_settings({}, {"DOEMU_LOOP": "auto"}, None).loop == "auto"
+    assert resolve_settings({"loop": "asyncio"}, {}, None).loop == "asyncio"
 
 
 def test_pyproject_without_tool_doemu_and_find_pyproject(tmp_path: Path) -> None:

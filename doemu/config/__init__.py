@@ -50,20 +50,24 @@ from .model import MigrationError as MigrationError
 from .model import SettingsError as SettingsError
 from .model import WorkerConfig as WorkerConfig
 from .model import display_path as display_path
+from .settings import LOOPS as LOOPS
 from .settings import DoemuSettings as DoemuSettings
 from .settings import Limits as Limits
+from .settings import Loop as Loop
 from .settings import parse_idle_timeout as parse_idle_timeout
 from .settings import resolve_settings as resolve_settings
 from .validate import parse_config as parse_config
 
 __all__ = [
     "CONFIG_FILE_NAMES",
+    "LOOPS",
     "ClassInfo",
     "ConfigNotFoundError",
     "ConfigSyntaxError",
     "ConfigValueError",
     "DoemuSettings",
     "DurableObjectBinding",
+    "Loop",
     "MigrationError",
     "SettingsError",
     "WorkerConfig",

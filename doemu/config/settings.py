@@ -8,6 +8,7 @@ so they never come from the wrangler file and are resolved apart from
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
@@ -20,10 +21,13 @@ from typing import Any, Literal, cast
 from .checker import show
 from .model import SettingsError, display_path
 
-__all__ = ["DoemuSettings", "Limits", "parse_idle_timeout", "resolve_settings"]
+__all__ = ["LOOPS", "DoemuSettings", "Limits", "Loop", "parse_idle_timeout", "resolve_settings"]
 
 
 Limits = Literal["local", "production"]
+#: The event loop ``doemu dev`` runs on: ``auto`` is uvloop when it can be imported, else asyncio.
+Loop = Literal["auto", "asyncio", "uvloop"]
+LOOPS: tuple[Loop, ...] = ("auto", "asyncio", "uvloop")
 
 
 @dataclass(frozen=True)
@@ -40,11 +44,12 @@ class DoemuSettings:
     admin_token: str | None = None
     limits: Limits = "local"
     max_live_objects: int | None = None
+    loop: Loop = "auto"
 
 
 _SETTING_NAMES = (
     "host", "port", "persist_to", "persist", "idle_timeout", "reload", "log_level",
-    "admin_token", "limits", "max_live_objects",
+    "admin_token", "limits", "max_live_objects", "loop",
 )  # fmt: skip
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -144,6 +149,18 @@ def _parse_setting(name: str, value: Any, label: str, relative_to: Path) -> Any:
         number = _int(value)
         if number is not None and number > 0:
             result = number
+    elif name == "loop":
+        expected = "auto, asyncio or uvloop"
+        if isinstance(value, str) and value.strip().lower() in LOOPS:
+            result = value.strip().lower()
+        if result == "uvloop" and importlib.util.find_spec("uvloop") is None:
+            # Said here, where the source is known, rather than when ``doemu dev`` starts the
+            # loop; find_spec only looks the package up, it does not import it.
+            raise SettingsError(
+                f"{label}={value!r}: uvloop is not installed (pip install uvloop; it does not "
+                "support Windows); use auto or asyncio",
+                source=label,
+            )
     else:  # pragma: no cover - names are checked by the callers
         raise AssertionError(name)
     if result is None:
@@ -216,4 +233,6 @@ def resolve_settings(
     values["persist_to"] = Path(os.path.normpath(values["persist_to"]))
     if "limits" in values:
         values["limits"] = cast(Limits, values["limits"])
+    if "loop" in values:
+        values["loop"] = cast(Loop, values["loop"])
     return DoemuSettings(**values)
