@@ -38,7 +38,8 @@ def node_client() -> Path:
 
     ``npm install`` rather than ``npm ci``: npm 11's ``ci`` rejects this lock file because npm left
     the other platforms' optional ``@rolldown/binding-*`` packages out of it (an npm bug with
-    platform-specific optional dependencies); ``install`` honours the committed lock unchanged.
+    platform-specific optional dependencies); ``install --no-save`` installs what the committed
+    lock pins and never rewrites it (a test must not modify tracked files).
     """
     npm, node = shutil.which("npm"), shutil.which("node")
     if npm is None or node is None:
@@ -46,7 +47,7 @@ def node_client() -> Path:
     wanted = json.loads((CLIENT / "package.json").read_text())["dependencies"]["agents"]
     if _installed_version() != wanted:
         done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund"],
+            [npm, "install", "--no-save", "--no-audit", "--no-fund"],
             cwd=CLIENT,
             capture_output=True,
             text=True,
