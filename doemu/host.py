@@ -175,8 +175,11 @@ class ObjectHost:
         :class:`ObjectResetError` — so a caller that is itself another object's event sees an
         error from the call, not a cancellation of its own work.
         """
-        if self.runtime.closed:
+        runtime = self.runtime
+        if runtime.closed:
             raise ObjectResetError("The doemu runtime is shutting down.")
+        if kind != "alarm" and runtime.scheduler.preempting():
+            await asyncio.sleep(0)  # due alarm deliveries first (see AlarmScheduler.preempting)
         task = asyncio.current_task()
         assert task is not None
         events = self._events

@@ -284,3 +284,133 @@ async def test_a_storm_of_overdue_alarms_leaves_the_loop_to_other_work(
     assert len(FIRED) == n  # every alarm fired in the end
     steps = [b - a for a, b in itertools.pairwise(seen_by_other_work)]
     assert max(steps) <= MAX_CONCURRENT_DELIVERIES, steps  # other work ran between batches
+
+
+ORDER: list[str] = []
+
+
+class Ordered(DurableObject):
+    """Notes when its alarm handler and its fetch handler run."""
+
+    async def arm(self, at_ms: float) -> None:
+        await self.ctx.storage.setAlarm(at_ms)
+
+    async def alarm(self) -> None:
+        ORDER.append(f"alarm {self.ctx.id.name}")
+
+    async def touch(self) -> None:
+        ORDER.append(f"call {self.ctx.id.name}")
+
+
+async def test_a_due_alarm_goes_before_an_event_that_starts_after_its_time(
+    harness_factory: Any,
+) -> None:
+    """1. An alarm comes due and its delivery is started, but has not run yet.
+    2. A call to another object starts in the same loop pass: the delivery runs first."""
+    h = await harness_factory({"ORDERED": Ordered})
+    ns = h.env.ORDERED
+    await ns.getByName("a").arm(h.clock.now() + 1_000)
+    await ns.getByName("other").touch()
+    ORDER.clear()
+    h.clock.set(h.clock.now() + 1_000)  # the timer runs now; the delivery is a task, not started
+    await ns.getByName("other").touch()
+    assert ORDER == ["alarm a", "call other"]
+
+
+async def test_a_busy_loop_starts_an_alarm_whose_timer_has_not_run_yet() -> None:
+    """On the real clock, an alarm past its time whose timer callback has not run yet (the loop
+    is busy) is started by the next event's check and delivered before that event goes on."""
+    import asyncio
+
+    from doemu.alarms import AlarmScheduler
+    from doemu.clock import SystemClock
+
+    delivered: list[str] = []
+
+    async def deliver(key: Any, when: float) -> None:
+        delivered.append(key[1])
+
+    clock = SystemClock()
+    scheduler = AlarmScheduler(clock, deliver)
+    try:
+        assert not scheduler.preempting()  # nothing scheduled: nothing to yield to
+        scheduler.set(("ns", "late"), clock.now() - 1)  # its timer cannot run before we yield
+        assert scheduler.preempting()  # started here, not by the timer
+        assert delivered == []
+        await asyncio.sleep(0)  # what ObjectHost.call does
+        assert delivered == ["late"]
+        assert not scheduler.preempting()
+    finally:
+        scheduler.close()
+
+
+async def test_an_event_yields_to_due_alarms_at_most_once(harness_factory: Any) -> None:
+    """A flood of overdue alarms delays a call by one pass of the loop, not until the last."""
+    from doemu.alarms import MAX_CONCURRENT_DELIVERIES
+
+    h = await harness_factory({"ORDERED": Ordered})
+    ns = h.env.ORDERED
+    n = 4 * MAX_CONCURRENT_DELIVERIES
+    for i in range(n):
+        await ns.getByName(f"flood-{i}").arm(h.clock.now() + 1_000)
+    await ns.getByName("caller").touch()
+    ORDER.clear()
+    h.clock.set(h.clock.now() + 1_000)
+    await ns.getByName("caller").touch()
+    assert "call caller" in ORDER
+    assert ORDER.index("call caller") <= MAX_CONCURRENT_DELIVERIES, ORDER
+    await h.advance(0)
+    assert sum(1 for entry in ORDER if entry.startswith("alarm")) == n
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_real_clock_timers_fire_once_per_alarm_without_spinning(loop_name: str) -> None:
+    """With the system clock, each alarm fires on time from about one timer callback.
+
+    uvloop's millisecond timers fire early by the time cached at the last poll; without the
+    round-up in SystemClock.call_at, the scheduler re-armed a sub-millisecond timer over and
+    over until the alarm's time came (about thirty loop passes per alarm).
+    """
+    import asyncio
+    import time
+
+    import uvloop
+
+    from doemu.alarms import AlarmScheduler
+    from doemu.clock import SystemClock
+
+    late: list[float] = []
+    fires = 0
+    done: asyncio.Event
+
+    async def deliver(key: Any, when: float) -> None:
+        late.append(time.time() * 1000 - when)
+        if len(late) == 20:
+            done.set()
+
+    async def main() -> None:
+        nonlocal fires, done
+        done = asyncio.Event()
+        scheduler = AlarmScheduler(SystemClock(), deliver)
+        fire = scheduler._fire
+
+        def counted() -> None:
+            nonlocal fires
+            fires += 1
+            fire()
+
+        scheduler._fire = counted  # type: ignore[method-assign]
+        start = int(time.time() * 1000)
+        for i in range(20):
+            scheduler.set(("ns", f"{i:064x}"), start + 20 + 5 * i)
+        try:
+            await asyncio.wait_for(done.wait(), 10)
+        finally:
+            scheduler.close()
+
+    runner = asyncio.Runner(loop_factory=uvloop.new_event_loop if loop_name == "uvloop" else None)
+    with runner:
+        runner.run(main())
+    assert len(late) == 20
+    assert min(late) >= 0  # never early
+    assert fires <= 3 * 20, fires
