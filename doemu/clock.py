@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -50,8 +51,16 @@ class SystemClock:
         return time.time() * 1000.0
 
     def call_at(self, when_ms: float, callback: Callable[[], None]) -> TimerHandle:
-        delay = max(0.0, when_ms - self.now()) / 1000.0
-        return asyncio.get_running_loop().call_later(delay, callback)
+        """A loop timer for ``when_ms``; the delay is rounded up to a whole millisecond.
+
+        uvloop's timers count whole milliseconds from a time cached when the loop last polled,
+        so a sub-millisecond delay fires on the very next pass, usually before ``when_ms`` by
+        this clock. A caller that re-arms until its time has really come (the alarm scheduler)
+        would then spin through hundreds of loop passes; rounding up costs at most a
+        millisecond of lateness and re-arms a couple of times at most.
+        """
+        delay_ms = math.ceil(max(0.0, when_ms - self.now()))
+        return asyncio.get_running_loop().call_later(delay_ms / 1000.0, callback)
 
 
 class _ManualTimer:
