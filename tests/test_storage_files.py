@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from doemu.clock import ManualClock
+from doemu.errors import SqlError, StorageError
+from doemu.storage import ObjectStorage
 from doemu.storage import files as files_mod
 from doemu.storage.files import SPARE_DIR, ObjectFiles, template, write_template
 
@@ -154,3 +158,84 @@ def test_after_close_connections_close_inline(tmp_path: Path) -> None:
     f.close_later(db)
     with pytest.raises(sqlite3.ProgrammingError):
         db.execute("SELECT 1")
+
+
+@pytest.fixture
+def held(files: ObjectFiles) -> Iterator[threading.Event]:
+    """Keeps the worker busy until set, so deferred closes wait in its queue."""
+    release = threading.Event()
+    files._submit(release.wait)
+    yield release
+    release.set()
+
+
+def test_a_connection_waiting_for_its_close_can_be_taken_back(
+    files: ObjectFiles, held: threading.Event, tmp_path: Path
+) -> None:
+    path = tmp_path / "a.sqlite"
+    files.create(path, SCHEMA)
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    files.close_later(db, path)
+    assert files.reclaim(tmp_path / "other.sqlite") is None
+    assert files.reclaim(path) is db
+    assert files.reclaim(path) is None  # taken once
+    held.set()
+    files.close()  # the queued close ran and left the reclaimed connection alone
+    db.execute("INSERT INTO _cf_KV VALUES ('still', x'01')")
+    db.close()
+
+
+def test_a_connection_closed_by_the_worker_is_not_handed_back(
+    files: ObjectFiles, tmp_path: Path
+) -> None:
+    path = tmp_path / "a.sqlite"
+    files.create(path, SCHEMA)
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    files.close_later(db, path)
+    _wait_for(lambda: files._pending_closes == 0, "the deferred close")
+    assert files.reclaim(path) is None
+    with pytest.raises(sqlite3.ProgrammingError):
+        db.execute("SELECT 1")
+
+
+def _storage(path: Path, files: ObjectFiles) -> ObjectStorage:
+    return ObjectStorage(path, clock=ManualClock(), files=files)
+
+
+async def test_an_object_activated_again_before_its_close_reuses_the_connection(
+    files: ObjectFiles, held: threading.Event, tmp_path: Path
+) -> None:
+    """1. Evicted (closed later) with its data committed.
+    2. Opened again while the close still waits: same connection, same data, no close.
+    3. The new storage's authorizer guards it: user SQL still cannot touch _cf_ tables."""
+    path = tmp_path / "obj.sqlite"
+    first = _storage(path, files)
+    first.sql.exec("CREATE TABLE t (v INTEGER)")
+    first.sql.exec("INSERT INTO t VALUES (1)")
+    db = first._conn.db
+    first.close()
+    second = _storage(path, files)
+    assert second._conn.db is db
+    assert [r["v"] for r in second.sql.exec("SELECT v FROM t")] == [1]
+    with pytest.raises(SqlError):
+        second.sql.exec("SELECT * FROM _cf_KV")
+    with pytest.raises(StorageError):
+        first.sql.exec("SELECT v FROM t")  # the old handle stays closed
+    second.close()
+    held.set()
+
+
+async def test_a_connection_whose_pragmas_user_sql_changed_is_not_reused(
+    files: ObjectFiles, held: threading.Event, tmp_path: Path
+) -> None:
+    path = tmp_path / "obj.sqlite"
+    first = _storage(path, files)
+    first.sql.exec("PRAGMA foreign_keys = OFF")
+    db = first._conn.db
+    first.close()
+    assert files.reclaim(path) is None
+    second = _storage(path, files)
+    assert second._conn.db is not db
+    assert second.sql.exec("PRAGMA foreign_keys").one()["foreign_keys"] == 1
+    second.close()
+    held.set()

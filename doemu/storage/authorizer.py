@@ -151,14 +151,16 @@ class Authorizer:
 
     ``trusted`` is set by the storage layer around its own statements. ``denial`` records a
     tailored message (the transaction advice) for the SQL layer to raise instead of SQLite's
-    generic "not authorized".
+    generic "not authorized". ``pragma_set`` says that user SQL has set a connection pragma
+    (``PRAGMA foreign_keys=OFF``…), so the connection must not outlive the instance that set it.
     """
 
-    __slots__ = ("denial", "trusted")
+    __slots__ = ("denial", "pragma_set", "trusted")
 
     def __init__(self) -> None:
         self.trusted = False
         self.denial: str | None = None
+        self.pragma_set = False
 
     def __call__(
         self,
@@ -189,7 +191,11 @@ class Authorizer:
             return arg2 in ALLOWED_FUNCTIONS
         if action == sqlite3.SQLITE_PRAGMA:
             rule = ALLOWED_PRAGMAS.get(arg1 or "")
-            return rule is not None and rule(arg2)
+            if rule is None or not rule(arg2):
+                return False
+            if arg2 is not None:
+                self.pragma_set = True
+            return True
         if action in _ALWAYS:
             return True
         if action in _TRANSACTION:

@@ -93,12 +93,17 @@ class StorageConnection:
         self._savepoints: list[Savepoint] = []
         self.commit_count = 0
         self.closed = False
+        self._wal_path = f"{path}-wal"
+        reclaimed = files.reclaim(path) if files is not None else None
+        if reclaimed is not None:
+            self._fresh_wal = False
+            self.db = self._reuse(reclaimed, limits)
+            return
         if not path.exists():
             if files is not None:
                 files.create(path, _SCHEMA)
             else:
                 write_template(path, _SCHEMA)
-        self._wal_path = f"{path}-wal"
         # No WAL file: the last close checkpointed and removed it, and the first write will
         # start a new one. SQLite fsyncs a new WAL's header (and its directory) on that first
         # commit, ~2 ms of loop time for every object woken from eviction that writes. Until a
@@ -130,6 +135,26 @@ class StorageConnection:
             db.close()
             raise
         self.db = db
+
+    def _reuse(self, db: sqlite3.Connection, limits: StorageLimits | None) -> sqlite3.Connection:
+        """Take back a connection an eviction handed to the deferred close.
+
+        Nothing of the old instance survives that user code could see: its transaction was
+        committed before the close was deferred, its savepoints are gone, connection pragmas
+        are doemu's own (a connection whose user SQL set one is never handed back, see
+        :meth:`close`), and this connection's authorizer replaces the old one. What is kept is
+        what costs: the open file, the WAL index and the cached statements.
+        """
+        try:
+            if os.path.getsize(self._wal_path) == 0:
+                # The old connection never wrote: it still runs as a fresh WAL (see __init__).
+                self._fresh_wal = True
+        except OSError:
+            pass
+        if limits is not None:
+            limits.apply_sqlite_limits(db)
+        db.set_authorizer(self.authorizer)
+        return db
 
     # -- running statements -------------------------------------------------------------------
 
@@ -295,6 +320,8 @@ class StorageConnection:
         finally:
             self.closed = True
             if self._files is not None:
-                self._files.close_later(self.db)
+                # A connection whose pragmas user SQL changed must not serve the next instance.
+                reusable = not self.authorizer.pragma_set and not self.db.in_transaction
+                self._files.close_later(self.db, self.path if reusable else None)
             else:
                 self.db.close()

@@ -18,9 +18,10 @@ object) spent most of its time in ``close()``.
   ``-shm``) ready in ``<namespace dir>/.spare/``; a new object takes one with three renames (tens
   of microseconds). When none is ready the template is written in place, still without an fsync.
 * **Deferred close.** :meth:`ObjectFiles.close_later` hands a connection with nothing uncommitted
-  to the same worker thread. Reopening the file before that close has run is safe: SQLite's
-  shared-memory WAL locking lets two connections coexist, and the old connection's checkpoint on
-  close simply leaves the WAL to the new one.
+  to the same worker thread. An object activated again before that close has run takes its
+  connection back (:meth:`ObjectFiles.reclaim`): no close, no open, no checkpoint. Reopening the
+  file while the worker is closing it is safe too: SQLite's shared-memory WAL locking lets two
+  connections coexist, and the old connection's checkpoint on close leaves the WAL to the new one.
 
 Durability is unchanged. The promise is the one of WAL with ``synchronous=NORMAL``: a commit
 survives the process being killed once ``COMMIT`` returns; the template files are ordinary writes
@@ -111,6 +112,8 @@ class ObjectFiles:
         self._filling: set[Path] = set()
         self._swept: set[Path] = set()
         self._pending_closes = 0
+        #: Connections waiting for a deferred close, by file, that an activation may take back.
+        self._closing: dict[str, sqlite3.Connection] = {}
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._seq = itertools.count()
@@ -133,19 +136,40 @@ class ObjectFiles:
             write_template(path, schema)
         self._top_up(directory, schema)
 
-    def close_later(self, db: sqlite3.Connection) -> None:
-        """Close ``db`` (nothing uncommitted) on the worker thread; at once when closed."""
+    def close_later(self, db: sqlite3.Connection, path: Path | None = None) -> None:
+        """Close ``db`` (nothing uncommitted) on the worker thread; at once when closed.
+
+        With ``path``, the file ``db`` is open on: until the worker gets to it, :meth:`reclaim`
+        can take the connection back.
+        """
         with self._lock:
             inline = self._closed or self._pending_closes >= MAX_PENDING_CLOSES
             if not inline:
                 self._pending_closes += 1
+                if path is not None:
+                    self._closing[str(path)] = db
         if inline:
             db.close()
         else:
-            self._submit(functools.partial(self._close, db))
+            key = None if path is None else str(path)
+            self._submit(functools.partial(self._close, db, key))
 
-    def _close(self, db: sqlite3.Connection) -> None:
+    def reclaim(self, path: Path) -> sqlite3.Connection | None:
+        """The connection to ``path`` waiting for a deferred close, taken back; or ``None``.
+
+        A connection the worker has already started to close is not returned: the caller opens
+        a new one, which is safe (see the module docstring).
+        """
+        with self._lock:
+            return self._closing.pop(str(path), None)
+
+    def _close(self, db: sqlite3.Connection, key: str | None) -> None:
         try:
+            with self._lock:
+                if key is not None:
+                    if self._closing.get(key) is not db:
+                        return  # reclaimed: the object is live again on this connection
+                    del self._closing[key]
             db.close()
         finally:
             with self._lock:
