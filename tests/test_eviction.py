@@ -86,6 +86,44 @@ async def test_live_cap_evicts_least_recently_used(harness_factory: Any) -> None
     assert [h.is_live("KEEPER", f"lru-{i}") for i in range(5)] == [False, False, True, True, True]
 
 
+class Waiter(DurableObject):
+    async def wait(self, gate: Any) -> None:
+        await gate.wait()
+
+    async def touch(self) -> None:
+        await self.ctx.storage.put("t", 1)
+
+
+async def test_live_cap_skips_busy_objects_and_evicts_the_next_idle_one(
+    harness_factory: Any,
+) -> None:
+    """1. The least recently used object is busy (an event in flight): the next idle one goes.
+    2. With every other object busy, the cap is exceeded rather than anything interrupted."""
+    import asyncio
+
+    h = await harness_factory({"WAITER": Waiter}, max_live_objects=2)
+    ns = h.env.WAITER
+    gate = asyncio.Event()
+    busy = h.runtime.host("WAITER", "busy-0")
+    waiting = asyncio.ensure_future(busy.call("rpc", lambda inst: inst.wait(gate)))
+    await asyncio.sleep(0)
+    await ns.getByName("idle-1").touch()
+    await ns.getByName("new-2").touch()  # over the cap: busy-0 is skipped, idle-1 goes
+    assert [h.is_live("WAITER", n) for n in ("busy-0", "idle-1", "new-2")] == [True, False, True]
+
+    blocker = asyncio.Event()
+    other = h.runtime.host("WAITER", "new-2")
+    held = asyncio.ensure_future(other.call("rpc", lambda inst: inst.wait(blocker)))
+    await asyncio.sleep(0)
+    await ns.getByName("new-3").touch()  # the only other objects are busy: nobody is evicted
+    assert h.runtime.eviction.live_count == 3
+    gate.set()
+    blocker.set()
+    await asyncio.gather(waiting, held)
+    await ns.getByName("new-4").touch()  # idle again: the cap holds
+    assert h.runtime.eviction.live_count == 2
+
+
 @pytest.fixture
 def fd_limit_20000() -> Any:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -99,7 +99,9 @@ class StorageConnection:
             self._fresh_wal = False
             self.db = self._reuse(reclaimed, limits)
             return
-        if not path.exists():
+        # A file made here is the template: doemu's schema is in it and its WAL exists.
+        created = not path.exists()
+        if created:
             if files is not None:
                 files.create(path, _SCHEMA)
             else:
@@ -110,7 +112,7 @@ class StorageConnection:
         # write has landed, run with synchronous=OFF and no auto-checkpoint: the database file
         # was synced by the checkpoint that removed the WAL, so a power cut can only lose the
         # new WAL (recent commits, as with NORMAL), and no checkpoint runs unsynced.
-        self._fresh_wal = not os.path.exists(self._wal_path)
+        self._fresh_wal = not created and not os.path.exists(self._wal_path)
         db = sqlite3.connect(
             str(path),
             isolation_level=None,
@@ -126,8 +128,9 @@ class StorageConnection:
             else:
                 db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
-            for statement in _SCHEMA:
-                db.execute(statement)
+            if not created:  # a file from elsewhere (an older doemu, a copy) may lack it
+                for statement in _SCHEMA:
+                    db.execute(statement)
             if limits is not None:
                 limits.apply_sqlite_limits(db)
             db.set_authorizer(self.authorizer)
