@@ -19,13 +19,14 @@ from .polling import until
 @dataclass
 class Served:
     runtime: Runtime
+    server: uvicorn.Server
     url: str
     ws_url: str
 
 
 @asynccontextmanager
-async def serve(runtime: Runtime, **app_options: Any) -> AsyncIterator[Served]:
-    """Serve ``runtime`` on a free loopback port until the block ends."""
+async def serve(runtime: Runtime, *, ws: Any = "auto", **app_options: Any) -> AsyncIterator[Served]:
+    """Serve ``runtime`` on a free loopback port until the block ends (``ws``: uvicorn's)."""
     app = DoemuApp(runtime, **app_options)
     config = uvicorn.Config(
         app,
@@ -33,6 +34,7 @@ async def serve(runtime: Runtime, **app_options: Any) -> AsyncIterator[Served]:
         port=0,
         lifespan="on",
         log_level="warning",
+        ws=ws,
         ws_ping_interval=None,
         timeout_graceful_shutdown=5,
     )
@@ -44,7 +46,7 @@ async def serve(runtime: Runtime, **app_options: Any) -> AsyncIterator[Served]:
         await task
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Served(runtime, f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}")
+        yield Served(runtime, server, f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}")
     finally:
         server.should_exit = True
         await task

@@ -15,14 +15,11 @@ import asyncio
 import contextvars
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from js import WebSocketPair
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -31,9 +28,10 @@ from workers import DurableObject, Response
 from doemu.hibernation import StartOrder
 from doemu.host import collect_socket_events, resume
 from doemu.runtime import ClassSpec, Runtime
-from doemu.server import DoemuApp, _Outbound, _WriteBatch, uvicorn_ws_protocol
+from doemu.server import _Outbound, _WriteBatch, uvicorn_ws_protocol
 
 from .polling import until
+from .servers import serve
 
 #: What the handlers did, in order ("start <message>", "unblocked <gate>", "close <code>").
 LOG: list[str] = []
@@ -128,13 +126,6 @@ class Chat(DurableObject):
         LOG.append(f"close {code}")
 
 
-@dataclass
-class Served:
-    runtime: Runtime
-    server: uvicorn.Server
-    ws_url: str
-
-
 @pytest.fixture(autouse=True)
 def _fresh_state() -> Iterator[None]:
     LOG.clear()
@@ -159,33 +150,6 @@ def runtime(tmp_path: Path) -> Runtime:
     )
 
 
-@asynccontextmanager
-async def serve(runtime: Runtime, ws: Any) -> AsyncIterator[Served]:
-    """``runtime`` on a free loopback port with the given uvicorn ``ws`` protocol."""
-    config = uvicorn.Config(
-        DoemuApp(runtime),
-        host="127.0.0.1",
-        port=0,
-        lifespan="on",
-        log_level="warning",
-        ws=ws,
-        ws_ping_interval=None,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    task = asyncio.ensure_future(server.serve())
-    await until(lambda: server.started or task.done(), what="uvicorn to start")
-    if task.done():
-        await task
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield Served(runtime, server, f"ws://127.0.0.1:{port}/CHAT")
-    finally:
-        server.should_exit = True
-        await task
-
-
 async def replies(ws: ClientConnection, count: int) -> list[Any]:
     return [await asyncio.wait_for(ws.recv(), 5) for _ in range(count)]
 
@@ -200,7 +164,7 @@ def starts() -> list[str]:
 async def test_a_waiting_handler_does_not_hold_up_the_next_message(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/a/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/a/ws") as ws:
         await ws.send("wait g")
         await ws.send("open g")
         assert await replies(ws, 2) == ["opened g", "done g"]
@@ -212,7 +176,7 @@ async def test_handlers_start_in_arrival_order_while_others_wait(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
     sent = ["wait g1", "m1", "wait g2", "m2", "open g2", "m3", "open g1", "m4"]
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/order/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/order/ws") as ws:
         for message in sent:
             await ws.send(message)
         got = await replies(ws, len(sent))
@@ -225,7 +189,7 @@ async def test_handlers_start_in_arrival_order_while_others_wait(
 async def test_the_input_gate_holds_later_messages_then_lets_them_start_in_order(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/gate/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/gate/ws") as ws:
         await ws.send("block b")
         for message in ("m1", "m2", "m3"):
             await ws.send(message)
@@ -243,7 +207,7 @@ async def test_the_input_gate_holds_later_messages_then_lets_them_start_in_order
 async def test_a_frame_arriving_as_the_gate_opens_waits_for_the_one_held_at_the_gate(
     runtime: Runtime,
 ) -> None:
-    async with serve(runtime, "auto") as srv, connect(f"{srv.ws_url}/race/ws") as ws:
+    async with serve(runtime, ws="auto") as srv, connect(f"{srv.ws_url}/CHAT/race/ws") as ws:
         await ws.send("block b")
         await ws.send("m1")
         host = srv.runtime.host("CHAT", "race")
@@ -271,8 +235,8 @@ async def test_a_frame_arriving_as_the_gate_opens_waits_for_the_one_held_at_the_
 async def test_close_reaches_the_object_after_the_messages_before_it(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv:
-        async with connect(f"{srv.ws_url}/closing/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv:
+        async with connect(f"{srv.ws_url}/CHAT/closing/ws") as ws:
             await ws.send("wait never")  # still suspended when the close arrives
             await ws.send("m1")
             assert await replies(ws, 1) == ["echo m1"]
@@ -286,7 +250,7 @@ async def test_close_reaches_the_object_after_the_messages_before_it(
 async def test_a_suspended_handler_stays_in_the_task_it_started_in(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/task/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/task/ws") as ws:
         await ws.send("own-task")
         assert await replies(ws, 1) == ["same task: True"]
 
@@ -294,7 +258,10 @@ async def test_a_suspended_handler_stays_in_the_task_it_started_in(
 async def test_asyncio_timeout_in_a_handler_cancels_only_that_handler(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/timeout/ws") as ws:
+    async with (
+        serve(runtime, ws=ws_protocol) as srv,
+        connect(f"{srv.ws_url}/CHAT/timeout/ws") as ws,
+    ):
         await ws.send("timeout never")
         await ws.send("m1")
         assert sorted(await replies(ws, 2)) == ["echo m1", "timed out"]
@@ -305,7 +272,7 @@ async def test_asyncio_timeout_in_a_handler_cancels_only_that_handler(
 async def test_a_task_group_failure_in_a_handler_cancels_only_that_handler(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/group/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/group/ws") as ws:
         await ws.send("group never")
         assert await replies(ws, 1) == ["group: child failed"]
         await ws.send("m1")
@@ -313,7 +280,7 @@ async def test_a_task_group_failure_in_a_handler_cancels_only_that_handler(
 
 
 async def test_each_event_runs_in_its_own_context(runtime: Runtime, ws_protocol: Any) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/ctx/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/ctx/ws") as ws:
         await ws.send("context first")
         await ws.send("context second")
         assert await replies(ws, 2) == ["context unset -> first", "context unset -> second"]
@@ -322,7 +289,7 @@ async def test_each_event_runs_in_its_own_context(runtime: Runtime, ws_protocol:
 async def test_a_reset_fails_the_suspended_handler_and_the_socket_goes_on(
     runtime: Runtime, ws_protocol: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/reset/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/reset/ws") as ws:
         await ws.send("wait r")
         await until(lambda: "start wait r" in LOG, what="the handler to start")
         host = srv.runtime.host("CHAT", "reset")
@@ -338,7 +305,7 @@ async def test_a_reset_fails_the_suspended_handler_and_the_socket_goes_on(
 async def test_a_handler_that_cancels_its_own_task_does_not_stop_the_socket(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/cancel/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/cancel/ws") as ws:
         await ws.send("self-cancel")
         assert await replies(ws, 1) == ["cancelled myself"]
         await ws.send("m1")
@@ -351,7 +318,7 @@ async def test_a_handler_that_cancels_its_own_task_does_not_stop_the_socket(
 async def test_a_failing_handler_is_logged_and_the_socket_goes_on(
     runtime: Runtime, ws_protocol: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/boom/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/boom/ws") as ws:
         with caplog.at_level(logging.ERROR, logger="doemu.host"):
             await ws.send("boom")
             await ws.send("m1")
@@ -363,7 +330,7 @@ async def test_a_failing_handler_is_logged_and_the_socket_goes_on(
 async def test_a_message_after_eviction_reconstructs_the_object(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/hib/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/hib/ws") as ws:
         await ws.send("m1")
         assert await replies(ws, 1) == ["echo m1"]
         host = srv.runtime.host("CHAT", "hib")
@@ -379,7 +346,7 @@ async def test_a_message_after_eviction_reconstructs_the_object(
 
 
 async def test_frames_then_the_close_leave_in_order(runtime: Runtime, ws_protocol: Any) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/burst/ws") as ws:
+    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/burst/ws") as ws:
         await ws.send("burst 50")
         got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(50)]
         with pytest.raises(ConnectionClosed) as closed:
@@ -391,8 +358,8 @@ async def test_frames_then_the_close_leave_in_order(runtime: Runtime, ws_protoco
 
 async def test_large_frames_keep_their_order(runtime: Runtime, ws_protocol: Any) -> None:
     count = 100  # ~6.5 MB in one loop turn
-    async with serve(runtime, ws_protocol) as srv:
-        async with connect(f"{srv.ws_url}/flood/ws", max_size=None, max_queue=1) as ws:
+    async with serve(runtime, ws=ws_protocol) as srv:
+        async with connect(f"{srv.ws_url}/CHAT/flood/ws", max_size=None, max_queue=1) as ws:
             await ws.send(f"flood {count}")
             await ws.send("after flood")
             got = [await asyncio.wait_for(ws.recv(), 10) for _ in range(count + 2)]
@@ -426,7 +393,10 @@ async def test_frames_queue_behind_a_send_that_has_to_wait() -> None:
 async def test_frames_sent_before_the_handshake_and_an_early_close_are_delivered(
     runtime: Runtime, ws_protocol: Any
 ) -> None:
-    async with serve(runtime, ws_protocol) as srv, connect(f"{srv.ws_url}/early/early-close") as ws:
+    async with (
+        serve(runtime, ws=ws_protocol) as srv,
+        connect(f"{srv.ws_url}/CHAT/early/early-close") as ws,
+    ):
         assert await replies(ws, 1) == ["before the handshake"]
         with pytest.raises(ConnectionClosed) as closed:
             await asyncio.wait_for(ws.recv(), 5)
@@ -441,13 +411,13 @@ async def test_doemu_protocol_pauses_reading_only_when_the_app_is_behind(
     runtime: Runtime,
 ) -> None:
     paused: list[bool] = []
-    async with serve(runtime, uvicorn_ws_protocol()) as srv:
+    async with serve(runtime, ws=uvicorn_ws_protocol()) as srv:
         PROBE.append(
             lambda: paused.extend(
                 getattr(c, "read_paused", None) for c in srv.server.server_state.connections
             )
         )
-        async with connect(f"{srv.ws_url}/probe/ws") as ws:
+        async with connect(f"{srv.ws_url}/CHAT/probe/ws") as ws:
             # A lone frame, taken by the app at once: reading goes on (uvicorn's own protocol
             # pauses and resumes around every message).
             await ws.send("probe")
@@ -506,7 +476,7 @@ async def test_start_order_keeps_a_later_frame_behind_one_still_at_the_gate() ->
 
 
 async def test_socket_events_of_a_failed_delivery_still_run_as_tasks(runtime: Runtime) -> None:
-    async with serve(runtime, "auto") as srv, connect(f"{srv.ws_url}/spawned/ws") as ws:
+    async with serve(runtime, ws="auto") as srv, connect(f"{srv.ws_url}/CHAT/spawned/ws") as ws:
         await ws.send("m0")
         assert await replies(ws, 1) == ["echo m0"]
         host = srv.runtime.host("CHAT", "spawned")
