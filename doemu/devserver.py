@@ -171,11 +171,11 @@ class _WebSocketProtocol(asyncio.Protocol):
     it the ``importlib.metadata`` that ``websockets.version`` pulls in) before the first request
     can be served; a restart's first request is rarely an upgrade, so that import waits for one.
     uvicorn only ever calls the class it is given (``ws_protocol_class(config=…, …)``), so
-    ``__new__`` returns an instance of :func:`doemu.server.uvicorn_ws_protocol`'s protocol.
+    ``__new__`` returns an instance of :func:`doemu.ws_protocol.uvicorn_ws_protocol`'s protocol.
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> asyncio.Protocol:  # type: ignore[misc]
-        from .server import uvicorn_ws_protocol
+        from .ws_protocol import uvicorn_ws_protocol
 
         return uvicorn_ws_protocol()(*args, **kwargs)
 

@@ -17,7 +17,6 @@ serving other requests and other objects.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import traceback
@@ -33,8 +32,9 @@ from .compat.websocket import CloseEvent, WebSocket
 from .errors import DataCloneError, InvalidIdError, ObjectResetError
 from .host import SocketEvent, collect_socket_events, resume
 from .runtime import Runtime
+from .ws_protocol import SEND_FRAME
 
-__all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext", "uvicorn_ws_protocol"]
+__all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -270,46 +270,8 @@ class DoemuApp:
         if protocol:
             accept["subprotocol"] = protocol
         await send(accept)
-        await _bridge(client, receive, send, self._writes)
-
-
-@functools.cache
-def uvicorn_ws_protocol() -> Callable[..., asyncio.Protocol]:
-    """The WebSocket protocol for uvicorn (``ws=``): its sans-I/O protocol, reading lazily.
-
-    uvicorn stops reading a connection (``pause_reading``) as soon as one message waits for the
-    app, and starts again (``resume_reading``) when the app takes it: two ``epoll_ctl`` calls
-    and, on asyncio's own loop, a selector re-registration in Python for every single message,
-    though the app takes it a moment later. This subclass pauses only when a message arrives
-    while an earlier one is still waiting (the app really is behind), so at most two messages
-    and one read are buffered per connection, as with uvicorn's rule. Measured with 50
-    connections echoing on asyncio's loop: about 30 % less server CPU per round trip (on
-    uvloop, where pausing is cheap C, about the same).
-
-    Imported on first use (it imports websockets). A uvicorn without the sans-I/O
-    implementation gets the protocol its ``ws="auto"`` picks.
-    """
-    try:
-        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-    except ImportError:  # pragma: no cover - uvicorn before 0.35
-        from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
-
-        if AutoWebSocketsProtocol is None:
-            raise RuntimeError("no WebSocket implementation: install websockets") from None
-        return AutoWebSocketsProtocol
-
-    class LazyPauseWebSocketProtocol(WebSocketsSansIOProtocol):
-        def send_receive_event_to_app(self) -> None:
-            if self.read_paused or not self.queue.empty():
-                super().send_receive_event_to_app()  # the app is behind: pause, as uvicorn does
-                return
-            self.read_paused = True  # uvicorn's own check then skips the pause
-            try:
-                super().send_receive_event_to_app()
-            finally:
-                self.read_paused = False
-
-    return LazyPauseWebSocketProtocol
+        send_frame = scope.get("extensions", {}).get(SEND_FRAME)
+        await _bridge(client, receive, send, self._writes, send_frame)
 
 
 def _release_uncoupled(client: WebSocket) -> None:
@@ -348,7 +310,13 @@ async def _refuse(scope: Scope, send: Send, response: Response) -> None:
         await send({"type": "websocket.close", "code": 1008})
 
 
-async def _bridge(client: WebSocket, receive: Receive, send: Send, batch: _WriteBatch) -> None:
+async def _bridge(
+    client: WebSocket,
+    receive: Receive,
+    send: Send,
+    batch: _WriteBatch,
+    send_frame: Callable[[str | bytes], bool] | None = None,
+) -> None:
     """Pump frames between the network and the client end of the pair until either side closes.
 
     No task per frame in either direction: a frame the object sends is written with every other
@@ -356,7 +324,7 @@ async def _bridge(client: WebSocket, receive: Receive, send: Send, batch: _Write
     in the task that read it (:class:`_Inbound`). This task only waits for the connection to
     end, so it never runs user code and uvicorn's shutdown never waits for a handler.
     """
-    outbound = _Outbound(send, batch)
+    outbound = _Outbound(send, batch, send_frame)
     for item in list(client._inbox):  # what the object sent before the handshake completed
         if isinstance(item, str | bytes):
             outbound.message(item)
@@ -386,13 +354,21 @@ class _Outbound:
     faster, but costs the busy case ~2 %). uvicorn's ``send`` is a coroutine that only suspends
     under flow control (the transport's buffer is full), so it is driven by hand: it normally
     finishes on the spot. If it suspends, a task finishes it and later frames (a close
-    included) queue behind it, so order is kept.
+    included) queue behind it, so order is kept. With doemu's uvicorn protocol, a data frame
+    skips ``send`` altogether (``send_frame``, see :mod:`doemu.ws_protocol`) whenever that
+    protocol says it can be written as it is.
     """
 
-    __slots__ = ("_backlog", "_batch", "_closed", "_dead", "_send", "_task")
+    __slots__ = ("_backlog", "_batch", "_closed", "_dead", "_send", "_send_frame", "_task")
 
-    def __init__(self, send: Send, batch: _WriteBatch) -> None:
+    def __init__(
+        self,
+        send: Send,
+        batch: _WriteBatch,
+        send_frame: Callable[[str | bytes], bool] | None = None,
+    ) -> None:
         self._send = send
+        self._send_frame = send_frame
         self._batch = batch
         #: Frames waiting behind a suspended send; ``None`` while nothing is suspended.
         self._backlog: deque[Message] | None = None
@@ -438,6 +414,14 @@ class _Outbound:
         if self._backlog is not None:
             self._backlog.append(message)
             return
+        send_frame = self._send_frame
+        if send_frame is not None and message["type"] == "websocket.send":
+            data = message.get("text")
+            try:
+                if send_frame(message["bytes"] if data is None else data):
+                    return
+            except Exception:  # e.g. text that is not UTF-8: uvicorn's send says why
+                pass
         try:
             sending = self._send(message)
             if not isinstance(sending, Coroutine):

@@ -28,7 +28,8 @@ from workers import DurableObject, Response
 from doemu.hibernation import StartOrder
 from doemu.host import collect_socket_events, resume
 from doemu.runtime import ClassSpec, Runtime
-from doemu.server import _Outbound, _WriteBatch, uvicorn_ws_protocol
+from doemu.server import _Outbound, _WriteBatch
+from doemu.ws_protocol import uvicorn_ws_protocol
 
 from .polling import until
 from .servers import serve
@@ -57,6 +58,9 @@ class Chat(DurableObject):
         return Response(None, status=101, web_socket=client)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
+        if not isinstance(message, str):  # binary: echoed as it came
+            ws.send(message.to_bytes())
+            return
         LOG.append(f"start {message}")
         command, _, arg = message.partition(" ")
         if command == "wait":  # suspend until the test (or another message) opens the gate
@@ -345,8 +349,14 @@ async def test_a_message_after_eviction_reconstructs_the_object(
 # -- outbound order -----------------------------------------------------------------------------
 
 
-async def test_frames_then_the_close_leave_in_order(runtime: Runtime, ws_protocol: Any) -> None:
-    async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/burst/ws") as ws:
+@pytest.mark.parametrize("compression", ["deflate", None])  # None: doemu writes frames itself
+async def test_frames_then_the_close_leave_in_order(
+    runtime: Runtime, ws_protocol: Any, compression: str | None
+) -> None:
+    async with (
+        serve(runtime, ws=ws_protocol) as srv,
+        connect(f"{srv.ws_url}/CHAT/burst/ws", compression=compression) as ws,
+    ):
         await ws.send("burst 50")
         got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(50)]
         with pytest.raises(ConnectionClosed) as closed:
@@ -356,10 +366,15 @@ async def test_frames_then_the_close_leave_in_order(runtime: Runtime, ws_protoco
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4000, "burst done")
 
 
-async def test_large_frames_keep_their_order(runtime: Runtime, ws_protocol: Any) -> None:
-    count = 100  # ~6.5 MB in one loop turn
+@pytest.mark.parametrize("compression", ["deflate", None])
+async def test_large_frames_keep_their_order(
+    runtime: Runtime, ws_protocol: Any, compression: str | None
+) -> None:
+    count = 100  # ~6.5 MB in one loop turn: the transport's buffer fills up on the way
     async with serve(runtime, ws=ws_protocol) as srv:
-        async with connect(f"{srv.ws_url}/CHAT/flood/ws", max_size=None, max_queue=1) as ws:
+        async with connect(
+            f"{srv.ws_url}/CHAT/flood/ws", max_size=None, max_queue=1, compression=compression
+        ) as ws:
             await ws.send(f"flood {count}")
             await ws.send("after flood")
             got = [await asyncio.wait_for(ws.recv(), 10) for _ in range(count + 2)]
@@ -431,7 +446,52 @@ async def test_doemu_protocol_pauses_reading_only_when_the_app_is_behind(
     assert paused == [False, True]
 
 
+@pytest.mark.parametrize(("compression", "through_send"), [(None, False), ("deflate", True)])
+async def test_data_frames_skip_uvicorns_send_unless_the_connection_compresses(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, compression: str | None, through_send: bool
+) -> None:
+    """doemu's protocol writes a plain connection's data frames itself; permessage-deflate
+    frames, and every close, still go through uvicorn's ``send``."""
+    protocol = uvicorn_ws_protocol()
+    sent: list[str] = []
+    original = protocol.send
+
+    async def spy(self: Any, message: Any) -> None:
+        sent.append(message["type"])
+        await original(self, message)
+
+    monkeypatch.setattr(protocol, "send", spy)
+    payloads = ["", "x" * 125, "y" * 126, "z" * 65_535, "w" * 65_536, "é" * 40_000]
+    async with (
+        serve(runtime, ws=protocol) as srv,
+        connect(f"{srv.ws_url}/CHAT/plain/ws", compression=compression, max_size=None) as ws,
+    ):
+        for payload in payloads:
+            await ws.send(payload)
+            assert await replies(ws, 1) == [f"echo {payload}"]
+        await ws.send(b"\x00\xffbinary")
+        assert await replies(ws, 1) == [b"\x00\xffbinary"]
+    data_frames = sent.count("websocket.send")
+    assert (data_frames > 0) is through_send, sent
+    assert sent.count("websocket.accept") == 1
+
+
 # -- the building blocks ------------------------------------------------------------------------
+
+
+def test_a_data_frame_is_encoded_as_the_websockets_library_encodes_it() -> None:
+    from websockets.frames import Frame, Opcode
+
+    from doemu.ws_protocol import encode_data_frame
+
+    for size in (0, 1, 125, 126, 127, 65_535, 65_536, 70_000):
+        text, blob = "a" * size, bytes(range(256)) * (size // 256) + bytes(size % 256)
+        assert encode_data_frame(text) == Frame(Opcode.TEXT, text.encode()).serialize(
+            mask=False, extensions=[]
+        )
+        assert encode_data_frame(blob) == Frame(Opcode.BINARY, blob).serialize(
+            mask=False, extensions=[]
+        )
 
 
 async def test_resume_finishes_a_coroutine_started_by_hand_in_a_task() -> None:
