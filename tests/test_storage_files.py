@@ -239,3 +239,29 @@ async def test_a_connection_whose_pragmas_user_sql_changed_is_not_reused(
     assert second.sql.exec("PRAGMA foreign_keys").one()["foreign_keys"] == 1
     second.close()
     held.set()
+
+
+def test_reclaiming_a_file_being_closed_waits_for_the_close_to_finish(
+    files: ObjectFiles, tmp_path: Path
+) -> None:
+    """A connection opened during the close's checkpoint would find the file locked and sleep
+    in SQLite's busy handler; reclaim() waits for the close instead."""
+    started, release = threading.Event(), threading.Event()
+
+    class SlowClose:
+        closed = False
+
+        def close(self) -> None:
+            started.set()
+            release.wait(10)
+            self.closed = True
+
+    slow = SlowClose()
+    path = tmp_path / "a.sqlite"
+    files.close_later(slow, path)  # type: ignore[arg-type]
+    assert started.wait(10)
+    releaser = threading.Timer(0.05, release.set)
+    releaser.start()
+    assert files.reclaim(path) is None  # being closed: not handed back...
+    assert slow.closed  # ...and not before the close is over
+    releaser.join()

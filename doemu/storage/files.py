@@ -58,6 +58,10 @@ DEFAULT_SPARES = 16
 #: caller closes inline, which is the back-pressure.
 MAX_PENDING_CLOSES = 32
 
+#: The longest an activation waits for the worker to finish closing the same file (a stuck
+#: disk); past it the activation opens the file anyway, as it always safely could.
+CLOSE_WAIT_SECONDS = 5.0
+
 _SUFFIXES = ("-wal", "-shm", "")  # the database itself last: its appearance makes the object
 
 
@@ -114,6 +118,8 @@ class ObjectFiles:
         self._pending_closes = 0
         #: Connections waiting for a deferred close, by file, that an activation may take back.
         self._closing: dict[str, sqlite3.Connection] = {}
+        #: Files whose connection the worker is closing right now, set when it is closed.
+        self._in_close: dict[str, threading.Event] = {}
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._seq = itertools.count()
@@ -157,23 +163,36 @@ class ObjectFiles:
     def reclaim(self, path: Path) -> sqlite3.Connection | None:
         """The connection to ``path`` waiting for a deferred close, taken back; or ``None``.
 
-        A connection the worker has already started to close is not returned: the caller opens
-        a new one, which is safe (see the module docstring).
+        A connection the worker is closing right now is not returned, and this waits until the
+        close is done (well under a millisecond, or the fsyncs of a checkpoint): opened during
+        it, the new connection would find the file locked by the checkpoint and SQLite's busy
+        handler would sleep a millisecond or more on the loop thread.
         """
+        key = str(path)
         with self._lock:
-            return self._closing.pop(str(path), None)
+            db = self._closing.pop(key, None)
+            closing = self._in_close.get(key) if db is None else None
+        if closing is not None:
+            closing.wait(CLOSE_WAIT_SECONDS)
+        return db
 
     def _close(self, db: sqlite3.Connection, key: str | None) -> None:
+        done: threading.Event | None = None
         try:
             with self._lock:
                 if key is not None:
                     if self._closing.get(key) is not db:
                         return  # reclaimed: the object is live again on this connection
                     del self._closing[key]
+                    done = self._in_close[key] = threading.Event()
             db.close()
         finally:
             with self._lock:
                 self._pending_closes -= 1
+                if key is not None and done is not None:
+                    if self._in_close.get(key) is done:
+                        del self._in_close[key]
+                    done.set()
 
     def close(self) -> None:
         """Run every queued job, stop the worker and remove unused spares (blocking; idempotent)."""
