@@ -30,8 +30,8 @@ from .compat import call_relaxed
 from .compat.fetch_api import Headers, Request, Response
 from .compat.websocket import CloseEvent, WebSocket
 from .errors import DataCloneError, InvalidIdError, ObjectResetError
-from .host import SocketEvent, collect_socket_events, resume
 from .runtime import Runtime
+from .socket_events import SocketEvent, collect_socket_events, resume
 from .ws_protocol import SEND_FRAME
 
 __all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]

@@ -26,9 +26,9 @@ from websockets.exceptions import ConnectionClosed
 from workers import DurableObject, Response
 
 from doemu.hibernation import StartOrder
-from doemu.host import collect_socket_events, resume
 from doemu.runtime import ClassSpec, Runtime
 from doemu.server import _Outbound, _WriteBatch
+from doemu.socket_events import collect_socket_events, resume
 from doemu.ws_protocol import uvicorn_ws_protocol
 
 from .polling import until
