@@ -29,7 +29,6 @@ from benchlib import (
     HttpClient,
     HttpError,
     Server,
-    WebSocketClient,
     closed_loop,
     install_fast_loop,
     latency_ms,
@@ -39,6 +38,7 @@ from benchlib import (
     tree_rss_mb,
     wrk_path,
 )
+from wsclient import WebSocketClient
 
 PHASES = "abcdefgh"
 

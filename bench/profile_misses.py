@@ -31,7 +31,6 @@ from typing import Any
 from benchlib import (
     HttpClient,
     Server,
-    WebSocketClient,
     install_fast_loop,
     log,
     run_wrk,
@@ -40,6 +39,7 @@ from benchlib import (
     wrk_path,
 )
 from pyspy_report import summarize
+from wsclient import WebSocketClient
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent

@@ -4,10 +4,9 @@
     python bench/summarize.py --results bench/results --targets-only   # results/targets.json
     python bench/summarize.py --results bench/results --out BENCHMARKS.md
 
-Inputs: ``doemu-N.json`` and ``workerd-N.json`` (bench/load.py), ``micro-N.json``
-(bench/micro.py), ``env.json`` and
-``commands.txt`` (bench/run.sh), ``profiles/summary.json`` (bench/profile_misses.py) and
-``crosscheck.json`` (bench/crosscheck.py).
+Inputs: ``doemu-N.json`` and ``workerd-N.json`` (bench/load.py), ``micro-N.json`` (bench/micro.py),
+``env.json`` and ``commands.txt`` (bench/run.sh), ``profiles/summary.json``
+(bench/profile_misses.py) and ``crosscheck.json`` (bench/crosscheck.py); targets in targets.py.
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from targets import ADVICE, TARGETS
 
 # (id, label, path in a load.py result, unit, better: "up" | "down", digits)
 CONTRACT_ROWS: list[tuple[str, str, str, str, str, int]] = [
@@ -183,105 +184,6 @@ MICRO_ROWS: list[tuple[str, str, str, str, int]] = [
         2,
     ),
 ]
-
-# (row id, kind, threshold, text). kind "ratio_min": doemu/workerd >= threshold;
-# "max"/"min": the doemu median itself.
-TARGETS: list[tuple[str, str, float, str]] = [
-    ("ping_c32", "ratio_min", 1.2, "ping c=32 ≥ 1.2× workerd"),
-    ("incr_spread", "ratio_min", 1.5, "incr over 1,000 objects c=32 ≥ 1.5× workerd"),
-    ("ws_50_one", "ratio_min", 1.0, "WebSocket echo, 50 connections (1 object) ≥ 1.0× workerd"),
-    ("ws_50_many", "ratio_min", 1.0, "WebSocket echo, 50 connections (50 objects) ≥ 1.0× workerd"),
-    ("cold_p50", "max", 1.0, "cold first request p50 ≤ 1.0 ms"),
-    ("alarm_p99", "max", 5.0, "100 alarms at +100 ms: p99 lateness ≤ 5 ms"),
-    ("rss_10k", "max", 250.0, "RSS after 10,000 objects ≤ 250 MB"),
-    ("restart", "max", 0.25, "restart after SIGKILL to first successful read ≤ 0.25 s"),
-    ("stash_turn", "min", 20000.0, "stash() ≥ 20,000/s"),
-    ("startup_ready", "max", 1.0, "100,000-object start-up: ready ≤ 1 s"),
-]
-
-# What would close each miss: the profile (profiles/summary.json) gives the numbers; this says
-# what they mean. Only shown for rows that miss their target.
-ADVICE: dict[str, str] = {
-    "ping_c32": (
-        "ping does no storage work, so the profile is the request path itself: uvicorn's "
-        "httptools protocol, `DoemuApp._http`/`_dispatch`, the `Default` entry's `stub.fetch` "
-        "and `ObjectHost.call`, on uvloop. What is left is per-request Python: building the "
-        "`Request` from the ASGI scope and the two ASGI sends of the response; a response path "
-        "that hands uvicorn headers and body in one message, or a server protocol of doemu's own "
-        "for object traffic, are the next levers."
-    ),
-    "incr_spread": (
-        "the same request path as ping plus one SQL statement and one commit per request; if "
-        "`StorageConnection.__init__` appears, objects are being evicted and re-opened within "
-        "the window (live cap smaller than the 1,000 objects), otherwise the request path levers "
-        "of the ping row apply."
-    ),
-    "ws_50_one": (
-        "see the next row: every message takes the same path whichever object it reaches."
-    ),
-    "ws_50_many": (
-        "the server is CPU-bound (one core). Per message: uvicorn's sans-I/O websockets "
-        "protocol parses the frame, the handler starts in the task that read it (no task per "
-        "frame), and the echo is written with the other frames of the same loop turn. What is "
-        "left is mostly the websockets library's frame parsing and uvicorn's protocol, both in "
-        "Python; a WebSocket protocol of doemu's own with less Python per frame is the lever. "
-        "workerd's value on this row varies most between runs (see the per-run table)."
-    ),
-    "cold_p50": (
-        "a first request is mostly the new object's SQLite file: the spare renamed into place "
-        "(`ObjectFiles.create`, three renames) and SQLite's first access "
-        "(`PRAGMA journal_mode=WAL`: opening the -wal, truncating and re-extending the -shm, "
-        "mapping it and building the WAL index), on the loop thread. Measured apart on a quiet "
-        "file system these cost about 0.3 ms and a whole cold request about 0.85 ms; in the "
-        "benchmark they run after the throughput phases have left the file system busy and "
-        "while eviction closes (checkpoint, fsync) run on the worker thread; timed per "
-        "request, the slow ones spend 10–20 ms there with well under a millisecond of CPU. "
-        "Tried while building this (cold and alarm probes, A/B on one machine): opening the "
-        "file on a worker thread (no gain: the hand-off costs what the wait saved), no closes at "
-        "all (no gain), `PRAGMA locking_mode=EXCLUSIVE` (WAL index in heap memory, no -shm: "
-        "about 25 % off a cold request under load, but a live object's file could then not be "
-        "read by the admin API's read-only connections or by the sqlite3 shell while the "
-        "server runs, a price doemu does not pay). Closing it needs the -shm out of the path "
-        "without giving up concurrent readers, e.g. the WAL index in shared memory on tmpfs, "
-        "which the stdlib sqlite3 module cannot do without a VFS of doemu's own."
-    ),
-    "alarm_p99": (
-        "a due alarm goes before any event that starts after its time "
-        "(`AlarmScheduler.preempting`), so an alarm waits at most for the event already "
-        "running. The tail is what those events do: the 100 alarm objects are new, and while "
-        "the client sets alarms (10 in flight) one object creation now and then waits 10–20 ms "
-        "off-CPU inside the file-system work of the cold row (SQLite's first access, the "
-        "renames), with no slow system call to show for it; every alarm due during such a "
-        "wait is that late. p50 stays at 0–1 ms. Opening files on a worker thread was tried "
-        "and left p99 at 10–15 ms, so the waits are not only in the open; exclusive locking "
-        "(no -shm, see the cold row) brought it to 7–14 ms. The levers are the cold row's."
-    ),
-    "rss_10k": (
-        "RSS per live object is nearly all native memory held by the object's open SQLite "
-        "connection (lookaside, page cache, schema, prepared statements: doemu caches up to 256 "
-        "per connection), not Python objects (see the tracemalloc split), and it is not "
-        "returned to the operating system after eviction. RSS after 10,000 objects is therefore "
-        "about the live cap times the per-object cost: a lower live cap, a smaller "
-        "per-connection cache or `malloc_trim` after evicting a batch would bring it down."
-    ),
-    "restart": (
-        "the time to the first read after a SIGKILL is almost all interpreter start-up and "
-        "imports (see the import-time split); Starlette, aiosqlite, websockets and "
-        "importlib.metadata are already imported only when first needed, so what is left is "
-        "doemu's own modules, uvicorn, click and uvloop. Recovery itself (the alarm scan) does "
-        "not show."
-    ),
-    "stash_turn": (
-        "each stash is one `SqlStorage.exec` (authorizer, cursor) plus, because it is its own "
-        "turn, one implicit-transaction commit (`BEGIN`/`COMMIT`) scheduled on the loop; the "
-        "profile splits the time between the two."
-    ),
-    "startup_ready": (
-        "`doemu dev` reports ready before it releases the persisted alarms, and overdue alarms "
-        "start at most 32 at a time, so ready waits only for the alarm table scan and the "
-        "imports; if this row misses, the profile shows which of the two grew."
-    ),
-}
 
 
 def get(d: Any, path: str) -> Any:
