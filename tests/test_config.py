@@ -1,9 +1,9 @@
-"""wrangler config parsing, migrations replay and doemu settings resolution."""
+"""wrangler config parsing: files, JSONC, discovery, errors and warnings, vars (see also
+test_migrations.py and test_settings.py)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,47 +12,20 @@ from doemu.config import (
     ConfigNotFoundError,
     ConfigSyntaxError,
     ConfigValueError,
-    DoemuSettings,
     DurableObjectBinding,
-    MigrationError,
-    SettingsError,
-    WorkerConfig,
     find_config,
     find_pyproject,
     load_config,
     parse_config,
-    parse_idle_timeout,
     parse_jsonc,
     resolve_settings,
     strip_jsonc,
 )
 from doemu.errors import ConfigError
 
+from .config_helpers import BASE_TOML, load, problems_of, write
+
 FIXTURES = Path(__file__).parent / "fixtures" / "config"
-
-BASE_TOML = """\
-name = "my-worker"
-main = "src/entry.py"
-compatibility_date = "2025-01-01"
-compatibility_flags = ["python_workers"]
-"""
-
-
-def write(tmp_path: Path, text: str, name: str = "wrangler.toml") -> Path:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def load(tmp_path: Path, text: str, name: str = "wrangler.toml") -> WorkerConfig:
-    return load_config(write(tmp_path, text, name))
-
-
-def problems_of(tmp_path: Path, text: str, name: str = "wrangler.toml") -> tuple[str, ...]:
-    with pytest.raises(ConfigValueError) as info:
-        load(tmp_path, text, name)
-    return info.value.problems
-
 
 # ------------------------------------------------------------------------------ files and TOML
 
@@ -442,157 +415,6 @@ new_sqlite_classes = ["Local"]
     )
 
 
-# -------------------------------------------------------------------------------- migrations
-
-BINDINGS = """
-[[durable_objects.bindings]]
-name = "CHAT"
-class_name = "Chat"
-"""
-
-
-def test_migrations_replay_new_sqlite_rename_delete(tmp_path: Path) -> None:
-    config = load(
-        tmp_path,
-        BASE_TOML
-        + BINDINGS
-        + """
-[[migrations]]
-tag = "v1"
-new_classes = ["Room", "Legacy"]
-new_sqlite_classes = ["ChatRoom"]
-
-[[migrations]]
-tag = "v2"
-renamed_classes = [{ from = "ChatRoom", to = "Chat" }]
-deleted_classes = ["Legacy"]
-
-[[migrations]]
-tag = "v3"
-new_sqlite_classes = ["Legacy"]
-""",
-    )
-    assert config.migration_tags == ("v1", "v2", "v3")
-    assert {name: info.sql for name, info in config.classes.items()} == {
-        "Room": False,
-        "Chat": True,
-        "Legacy": True,
-    }
-    assert config.classes["Chat"].renamed_from == ("ChatRoom",)
-    assert config.classes["Chat"].tag == "v1"
-    assert config.classes["Legacy"].tag == "v3"
-    assert config.sql_enabled("Chat") and not config.sql_enabled("Room")
-    assert not config.sql_enabled("Unknown")
-    assert config.warnings == ()
-
-
-@pytest.mark.parametrize(
-    ("migrations", "problem"),
-    [
-        ('[[migrations]]\ntag = "v1"\ndeleted_classes = ["Ghost"]',
-         "migrations[0] (tag 'v1'): Cannot apply deleted_classes migration to non-existent "
-         "class Ghost"),
-        ('[[migrations]]\ntag = "v1"\nrenamed_classes = [{from = "Ghost", to = "Chat"}]',
-         "migrations[0] (tag 'v1'): Cannot apply renamed_classes migration to non-existent "
-         "class Ghost"),
-        ('[[migrations]]\ntag = "v1"\nnew_classes = ["Chat"]\n'
-         '[[migrations]]\ntag = "v2"\nnew_classes = ["Chat"]',
-         "migrations[1] (tag 'v2'): Cannot apply new_classes migration to existing class Chat"),
-        ('[[migrations]]\ntag = "v1"\nnew_classes = ["Chat"]\nnew_sqlite_classes = ["Chat"]',
-         "migrations[0] (tag 'v1'): Cannot apply new_sqlite_classes migration to existing "
-         "class Chat"),
-    ],
-)  # fmt: skip
-def test_migration_replay_errors_use_wranglers_texts(
-    tmp_path: Path, migrations: str, problem: str
-) -> None:
-    with pytest.raises(MigrationError) as info:
-        load(tmp_path, BASE_TOML + migrations + "\n")
-    assert info.value.problems == (problem,)
-
-
-def test_duplicate_migration_tags_fail(tmp_path: Path) -> None:
-    problems = problems_of(
-        tmp_path,
-        BASE_TOML
-        + '[[migrations]]\ntag = "v1"\nnew_classes = ["A"]\n'
-        + '[[migrations]]\ntag = "v1"\nnew_classes = ["B"]\n',
-    )
-    assert problems == (
-        'migrations[1].tag "v1" is already used by migrations[0]: migration tags are unique names',
-    )
-
-
-def test_deleting_then_recreating_in_one_step_follows_wranglers_order(tmp_path: Path) -> None:
-    # wrangler applies deleted, renamed, new, new_sqlite in that order within one migration.
-    config = load(
-        tmp_path,
-        BASE_TOML
-        + '[[migrations]]\ntag = "v1"\nnew_classes = ["A"]\n'
-        + '[[migrations]]\ntag = "v2"\ndeleted_classes = ["A"]\nnew_sqlite_classes = ["A"]\n',
-    )
-    assert config.classes["A"].sql is True
-
-
-def test_transferred_classes_warn_and_start_without_sql(tmp_path: Path) -> None:
-    config = load(
-        tmp_path,
-        BASE_TOML
-        + '[[migrations]]\ntag = "v1"\n'
-        + 'transferred_classes = [{from = "Old", from_script = "legacy", to = "Chat"}]\n',
-    )
-    assert config.classes["Chat"].sql is False and config.classes["Chat"].transferred
-    assert config.warnings == (
-        "migrations[0] (tag 'v1'): transferred_classes (legacy:Old -> Chat) cannot be replayed "
-        "locally: Chat starts empty and without storage.sql, as under wrangler dev",
-    )
-
-
-def test_binding_without_any_migrations_gets_wranglers_warning(tmp_path: Path) -> None:
-    config = load(tmp_path, BASE_TOML + BINDINGS)
-    assert config.warnings[0].startswith(
-        "In wrangler.toml, you have configured [durable_objects] exported by this Worker (Chat), "
-        "but no [migrations] for them. This may not work as expected until you add a "
-        "[migrations] section to your wrangler.toml."
-    )
-    assert not config.sql_enabled("Chat")
-
-
-def test_binding_whose_class_has_no_migration_warns(tmp_path: Path) -> None:
-    config = load(
-        tmp_path, BASE_TOML + BINDINGS + '[[migrations]]\ntag = "v1"\nnew_classes = ["Other"]\n'
-    )
-    assert config.warnings == (
-        'durable_objects.bindings[0] class_name "Chat" has no migration: add it to '
-        "new_sqlite_classes in a new [[migrations]] entry; until then doemu runs it without "
-        "storage.sql (key-value storage only), as wrangler dev does",
-    )
-
-
-def test_declarative_exports(tmp_path: Path) -> None:
-    config = load(
-        tmp_path,
-        BASE_TOML
-        + BINDINGS
-        + """
-[exports.ChatRoom]
-type = "durable-object"
-state = "renamed"
-renamed_to = "Chat"
-[exports.Chat]
-type = "durable-object"
-storage = "sqlite"
-[exports.Plain]
-type = "durable-object"
-""",
-    )
-    assert {n: i.sql for n, i in config.classes.items()} == {"Chat": True, "Plain": False}
-    problems = problems_of(
-        tmp_path, BASE_TOML + '[exports.A]\ntype = "durable-object"\n[[migrations]]\ntag = "v1"\n'
-    )
-    assert problems[0].startswith("exports and migrations cannot both be set")
-
-
 # -------------------------------------------------------------------------------------- vars
 
 
@@ -645,174 +467,12 @@ def test_parse_config_from_a_mapping_and_unique_key(tmp_path: Path) -> None:
         config.binding("NOPE")
 
 
-# ---------------------------------------------------------------------------------- settings
-
-
-def test_settings_defaults(tmp_path: Path) -> None:
-    settings = resolve_settings({}, {}, None, base_dir=tmp_path)
-    assert settings == DoemuSettings(persist_to=tmp_path / ".doemu" / "state")
-    assert settings.idle_timeout == (70.0, 140.0)
-    assert (settings.host, settings.port, settings.limits) == ("127.0.0.1", 8787, "local")
-
-
-def test_settings_precedence_cli_over_env_over_pyproject(tmp_path: Path) -> None:
-    pyproject = write(
-        tmp_path,
-        """
-[project]
-name = "x"
-
-[tool.doemu]
-port = 9000
-host = "0.0.0.0"
-idle-timeout = [1, 2]
-persist_to = "state-dir"
-log_level = "debug"
-max_live_objects = 50
-""",
-        "pyproject.toml",
-    )
-    only_file = resolve_settings({}, {}, pyproject)
-    assert (only_file.port, only_file.host, only_file.idle_timeout) == (9000, "0.0.0.0", (1, 2))
-    assert only_file.persist_to == tmp_path / "state-dir"
-    assert (only_file.log_level, only_file.max_live_objects) == ("debug", 50)
-
-    env = {"DOEMU_PORT": "9100", "DOEMU_IDLE_TIMEOUT": "5", "DOEMU_HOST": "", "OTHER": "x"}
-    with_env = resolve_settings({}, env, pyproject)
-    assert (with_env.port, with_env.host, with_env.idle_timeout) == (9100, "0.0.0.0", (5, 5))
-
-    cli = {"port": 9200, "host": None, "idle_timeout": "0.5-1.5", "config": "ignored"}
-    with_cli = resolve_settings(cli, env, pyproject)
-    assert (with_cli.port, with_cli.idle_timeout) == (9200, (0.5, 1.5))
-    assert with_cli.host == "0.0.0.0"  # None means the flag was not given
-    assert with_cli.log_level == "debug"
-
-
-def test_settings_env_and_cli_values_are_parsed(tmp_path: Path) -> None:
-    env = {
-        "DOEMU_PERSIST": "no",
-        "DOEMU_RELOAD": "on",
-        "DOEMU_LIMITS": "Production",
-        "DOEMU_ADMIN_TOKEN": "s3cret",
-        "DOEMU_PERSIST_TO": str(tmp_path / "abs"),
-        "DOEMU_LOG_LEVEL": "WARNING",
-    }
-    settings = resolve_settings({"max-live-objects": "7"}, env, None)
-    assert settings.persist is False and settings.reload is True
-    assert settings.limits == "production" and settings.admin_token == "s3cret"
-    assert settings.persist_to == tmp_path / "abs"
-    assert settings.log_level == "warning" and settings.max_live_objects == 7
-    relative = resolve_settings({"persist_to": "rel/state"}, {}, None)
-    assert relative.persist_to == Path.cwd() / "rel" / "state"
-
-
-@pytest.mark.parametrize(
-    ("cli", "env", "message"),
-    [
-        ({}, {"DOEMU_IDLE_TIMEOUT": "abc"},
-         "DOEMU_IDLE_TIMEOUT='abc': expected seconds like 70-140 or 5"),
-        ({"idle_timeout": "140-70"}, {},
-         "--idle-timeout='140-70': expected seconds like 70-140 or 5"),
-        ({}, {"DOEMU_PORT": "80a"},
-         "DOEMU_PORT='80a': expected a port number 0-65535 (0 picks a free port)"),
-        ({"port": 70000}, {}, "--port=70000: expected a port number 0-65535 (0 picks a free port)"),
-        ({}, {"DOEMU_PERSIST": "maybe"},
-         "DOEMU_PERSIST='maybe': expected true or false (also 1/0, yes/no, on/off)"),
-        ({"log_level": "loud"}, {},
-         "--log-level='loud': expected one of critical, error, warning, info, debug, trace"),
-        ({}, {"DOEMU_LIMITS": "cloud"}, "DOEMU_LIMITS='cloud': expected local or production"),
-        ({"max_live_objects": 0}, {}, "--max-live-objects=0: expected a positive integer"),
-        ({}, {"DOEMU_LOOP": "fast"}, "DOEMU_LOOP='fast': expected auto, asyncio or uvloop"),
-        ({"loop": "trio"}, {}, "--loop='trio': expected auto, asyncio or uvloop"),
-    ],
-)  # fmt: skip
-def test_settings_errors(cli: dict[str, object], env: dict[str, str], message: str) -> None:
-    with pytest.raises(SettingsError) as info:
-        resolve_settings(cli, env, None)
-    assert str(info.value) == message
-
-
-def test_pyproject_settings_errors(tmp_path: Path) -> None:
-    pyproject = write(tmp_path, "[tool.doemu]\nprot = 1\n", "pyproject.toml")
-    with pytest.raises(SettingsError, match=r"\[tool.doemu\] has unknown key 'prot'"):
-        resolve_settings({}, {}, pyproject)
-    write(tmp_path, '[tool.doemu]\nidle_timeout = "soon"\n', "pyproject.toml")
-    with pytest.raises(SettingsError) as info:
-        resolve_settings({}, {}, pyproject)
-    assert str(info.value).endswith(
-        "pyproject.toml [tool.doemu] idle_timeout='soon': expected seconds like 70-140 or 5"
-    )
-    write(tmp_path, "[tool.doemu\n", "pyproject.toml")
-    with pytest.raises(SettingsError, match="invalid TOML"):
-        resolve_settings({}, {}, pyproject)
-
-
-def test_loop_setting_comes_from_every_source_in_order(tmp_path: Path) -> None:
-    pyproject = write(tmp_path, '[tool.doemu]\nloop = "asyncio"\n', "pyproject.toml")
-    assert resolve_settings({}, {}, None).loop == "auto"
-    assert resolve_settings({}, {}, pyproject).loop == "asyncio"
-    assert resolve_settings({}, {"DOEMU_LOOP": " UVloop "}, pyproject).loop == "uvloop"
-    cli = {"loop": "asyncio"}
-    assert resolve_settings(cli, {"DOEMU_LOOP": "uvloop"}, pyproject).loop == "asyncio"
-    assert resolve_settings({"loop": None}, {"DOEMU_LOOP": ""}, None).loop == "auto"
-
-    write(tmp_path, "[tool.doemu]\nloop = 1\n", "pyproject.toml")
-    with pytest.raises(SettingsError) as info:
-        resolve_settings({}, {}, pyproject)
-    assert str(info.value).endswith(
-        "pyproject.toml [tool.doemu] loop=1: expected auto, asyncio or uvloop"
-    )
-
-
-def test_loop_uvloop_without_uvloop_installed_names_the_source(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "uvloop", None)  # what a missing package looks like
-    sources: list[tuple[dict[str, str], dict[str, str], str]] = [
-        ({"loop": "uvloop"}, {}, "--loop"),
-        ({}, {"DOEMU_LOOP": "uvloop"}, "DOEMU_LOOP"),
-    ]
-    for cli, env, source in sources:
-        with pytest.raises(SettingsError) as info:
-            resolve_settings(cli, env, None)
-        assert str(info.value).startswith(f"{source}='uvloop': uvloop is not installed")
-        assert "use auto or asyncio" in str(info.value)
-        assert info.value.source == source
-    # auto falls back to asyncio quietly; asyncio never needs uvloop
-    assert resolve_settings({}, {"DOEMU_LOOP": "auto"}, None).loop == "auto"
-    assert resolve_settings({"loop": "asyncio"}, {}, None).loop == "asyncio"
-
-
 def test_pyproject_without_tool_doemu_and_find_pyproject(tmp_path: Path) -> None:
     write(tmp_path, BASE_TOML)
     assert find_pyproject(load_config(tmp_path)) is None
     pyproject = write(tmp_path, '[project]\nname = "x"\n', "pyproject.toml")
     assert find_pyproject(load_config(tmp_path)) == pyproject
     assert resolve_settings({}, {}, pyproject).port == 8787
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("70-140", (70.0, 140.0)),
-        ("5", (5.0, 5.0)),
-        (" 1.5 - 2 ", (1.5, 2.0)),
-        ("0", (0.0, 0.0)),
-        (".5", (0.5, 0.5)),
-        (3, (3.0, 3.0)),
-        ([1, 2.5], (1.0, 2.5)),
-        ("abc", None),
-        ("5-", None),
-        ("-5", None),
-        ("10-5", None),
-        ("1-2-3", None),
-        (True, None),
-        ([1], None),
-        (float("inf"), None),
-    ],
-)
-def test_parse_idle_timeout(value: object, expected: tuple[float, float] | None) -> None:
-    assert parse_idle_timeout(value) == expected
 
 
 def test_public_names_are_exported() -> None:
