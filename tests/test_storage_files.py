@@ -241,11 +241,12 @@ async def test_a_connection_whose_pragmas_user_sql_changed_is_not_reused(
     held.set()
 
 
+@pytest.mark.parametrize("reusable", [True, False])
 def test_reclaiming_a_file_being_closed_waits_for_the_close_to_finish(
-    files: ObjectFiles, tmp_path: Path
+    files: ObjectFiles, tmp_path: Path, reusable: bool
 ) -> None:
     """A connection opened during the close's checkpoint would find the file locked and sleep
-    in SQLite's busy handler; reclaim() waits for the close instead."""
+    in SQLite's busy handler; reclaim() waits for the close instead, reusable or not."""
     started, release = threading.Event(), threading.Event()
 
     class SlowClose:
@@ -258,7 +259,7 @@ def test_reclaiming_a_file_being_closed_waits_for_the_close_to_finish(
 
     slow = SlowClose()
     path = tmp_path / "a.sqlite"
-    files.close_later(slow, path)  # type: ignore[arg-type]
+    files.close_later(slow, path, reusable=reusable)  # type: ignore[arg-type]
     assert started.wait(10)
     releaser = threading.Timer(0.05, release.set)
     releaser.start()

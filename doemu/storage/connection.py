@@ -325,6 +325,6 @@ class StorageConnection:
             if self._files is not None:
                 # A connection whose pragmas user SQL changed must not serve the next instance.
                 reusable = not self.authorizer.pragma_set and not self.db.in_transaction
-                self._files.close_later(self.db, self.path if reusable else None)
+                self._files.close_later(self.db, self.path, reusable=reusable)
             else:
                 self.db.close()

@@ -19,9 +19,11 @@ object) spent most of its time in ``close()``.
   of microseconds). When none is ready the template is written in place, still without an fsync.
 * **Deferred close.** :meth:`ObjectFiles.close_later` hands a connection with nothing uncommitted
   to the same worker thread. An object activated again before that close has run takes its
-  connection back (:meth:`ObjectFiles.reclaim`): no close, no open, no checkpoint. Reopening the
-  file while the worker is closing it is safe too: SQLite's shared-memory WAL locking lets two
-  connections coexist, and the old connection's checkpoint on close leaves the WAL to the new one.
+  connection back (:meth:`ObjectFiles.reclaim`): no close, no open, no checkpoint. One activated
+  while the worker is closing its file waits for that close: the checkpoint holds the file's lock,
+  and a connection opened meanwhile would sleep in SQLite's busy handler. Two connections to one
+  file are safe in any case (SQLite's shared-memory WAL locking), so a wait that times out opens
+  the file anyway.
 
 Durability is unchanged. The promise is the one of WAL with ``synchronous=NORMAL``: a commit
 survives the process being killed once ``COMMIT`` returns; the template files are ordinary writes
@@ -142,23 +144,25 @@ class ObjectFiles:
             write_template(path, schema)
         self._top_up(directory, schema)
 
-    def close_later(self, db: sqlite3.Connection, path: Path | None = None) -> None:
+    def close_later(
+        self, db: sqlite3.Connection, path: Path | None = None, *, reusable: bool = True
+    ) -> None:
         """Close ``db`` (nothing uncommitted) on the worker thread; at once when closed.
 
-        With ``path``, the file ``db`` is open on: until the worker gets to it, :meth:`reclaim`
-        can take the connection back.
+        ``path`` is the file ``db`` is open on: an activation of that file waits while the
+        close runs, and, if ``reusable``, can take the connection back until it starts.
         """
+        key = None if path is None else str(path)
         with self._lock:
             inline = self._closed or self._pending_closes >= MAX_PENDING_CLOSES
             if not inline:
                 self._pending_closes += 1
-                if path is not None:
-                    self._closing[str(path)] = db
+                if key is not None and reusable:
+                    self._closing[key] = db
         if inline:
             db.close()
         else:
-            key = None if path is None else str(path)
-            self._submit(functools.partial(self._close, db, key))
+            self._submit(functools.partial(self._close, db, key, reusable))
 
     def reclaim(self, path: Path) -> sqlite3.Connection | None:
         """The connection to ``path`` waiting for a deferred close, taken back; or ``None``.
@@ -176,14 +180,15 @@ class ObjectFiles:
             closing.wait(CLOSE_WAIT_SECONDS)
         return db
 
-    def _close(self, db: sqlite3.Connection, key: str | None) -> None:
+    def _close(self, db: sqlite3.Connection, key: str | None, reusable: bool) -> None:
         done: threading.Event | None = None
         try:
             with self._lock:
                 if key is not None:
-                    if self._closing.get(key) is not db:
-                        return  # reclaimed: the object is live again on this connection
-                    del self._closing[key]
+                    if reusable:
+                        if self._closing.get(key) is not db:
+                            return  # reclaimed: the object is live again on this connection
+                        del self._closing[key]
                     done = self._in_close[key] = threading.Event()
             db.close()
         finally:
