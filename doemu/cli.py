@@ -5,7 +5,8 @@ Every expected failure (a bad config, a bad setting, a busy port, no server for 
 one-line ``Error: …`` and exit code 1; tracebacks are kept for bugs and for the user's own code.
 
 This module only declares the commands and echoes their results: what ``doemu dev`` does lives in
-:mod:`doemu.devserver`, reading a persist dir when no server runs in :mod:`doemu.offline`.
+:mod:`doemu.server.devserver`, reading a persist dir when no server runs in
+:mod:`doemu.inspection.offline`.
 
 Start-up time matters (a restart after a crash is measured to its first answered request), so
 what only the inspection commands use (the admin API client, the offline readers) is imported
@@ -35,11 +36,11 @@ from .config import (
     load_config,
     resolve_settings,
 )
-from .devserver import http_url, load_worker, run, run_with_reload, setup_logging
 from .errors import DoemuError
+from .server.devserver import http_url, load_worker, run, run_with_reload, setup_logging
 
 if TYPE_CHECKING:
-    from .adminclient import AdminClient
+    from .server.admin.client import AdminClient
 
 __all__ = ["main"]
 
@@ -187,7 +188,7 @@ class _Target:
 def _target(
     config: Path | None, url: str | None, token: str | None, persist_to: Path | None = None
 ) -> _Target:
-    from .adminclient import AdminClient
+    from .server.admin.client import AdminClient
 
     worker = _load(config)
     settings = _settings(worker, {"persist_to": persist_to})
@@ -199,7 +200,7 @@ def _target(
 
 def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
     """The admin API's answer, or ``None`` when no server answers (callers then go offline)."""
-    from .adminclient import AdminUnavailable
+    from .server.admin.client import AdminUnavailable
 
     try:
         return call(target.client)
@@ -250,10 +251,13 @@ def objects(
 
 
 def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any]]:
-    from .offline import scan_objects
+    from .inspection.offline import scan_objects
 
     bindings = [target.binding(binding)] if binding else list(target.worker.bindings)
-    return scan_objects(target.worker, _offline(target), bindings)
+    try:
+        return scan_objects(target.worker, _offline(target), bindings)
+    except DoemuError as exc:
+        _fail(str(exc))
 
 
 @main.command()
@@ -285,11 +289,15 @@ def sql(
                 f"--write needs a running server (writes go through the object); "
                 f"none answers at {target.client.base}"
             )
-        from .offline import object_file, read_only_sql
+        from .inspection.offline import find_object_file, read_only_sql
 
-        file = object_file(target.worker, target.settings.persist_to, target.binding(binding), name)
-        _offline(target)
-        result = read_only_sql(file, query, f"{binding}/{name}")
+        root = target.settings.persist_to
+        try:
+            file = find_object_file(target.worker, root, target.binding(binding), name)
+            _offline(target)
+            result = read_only_sql(file, query, f"{binding}/{name}")
+        except DoemuError as exc:
+            _fail(str(exc))
     _echo_json(result)
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "DataCloneError",
     "DoemuError",
+    "HttpError",
     "InvalidIdError",
     "LimitExceededError",
     "LoaderError",
@@ -87,3 +88,15 @@ class ConfigError(DoemuError):
 
 class LoaderError(DoemuError):
     """The worker's main module or a Durable Object class could not be imported."""
+
+
+class HttpError(DoemuError):
+    """A request refused before it reaches user code (the server's or the admin API's).
+
+    Answered as ``{"error": message}`` with ``status``; never a traceback.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message

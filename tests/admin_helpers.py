@@ -11,10 +11,11 @@ from typing import Any
 import httpx
 from workers import DurableObject
 
-from doemu.admin import ADMIN_PREFIX
+from doemu.server.admin import ADMIN_PREFIX
 from doemu.clock import ManualClock
+from doemu.control import RuntimeControl
 from doemu.runtime import ClassSpec, Runtime
-from doemu.server import DoemuApp
+from doemu.server.app import DoemuApp
 
 __all__ = ["ALARMS", "API", "JSON_TYPE", "T0", "Admin", "admin_on", "client", "make_runtime"]
 
@@ -67,6 +68,10 @@ class Admin:
     clock: ManualClock
     app: DoemuApp
     http: httpx.AsyncClient
+
+    @property
+    def control(self) -> RuntimeControl:
+        return RuntimeControl(self.runtime)
 
     def id_of(self, binding: str, name: str) -> str:
         return str(self.runtime.bindings[binding].ids.from_name(name))

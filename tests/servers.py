@@ -10,8 +10,9 @@ from typing import Any
 
 import uvicorn
 
+from doemu.control import RuntimeControl
 from doemu.runtime import Runtime
-from doemu.server import DoemuApp
+from doemu.server.app import DoemuApp
 
 from .polling import until
 
@@ -22,6 +23,10 @@ class Served:
     server: uvicorn.Server
     url: str
     ws_url: str
+
+    @property
+    def control(self) -> RuntimeControl:
+        return RuntimeControl(self.runtime)
 
 
 @asynccontextmanager

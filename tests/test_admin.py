@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from doemu.clock import ManualClock
 from doemu.ids import INVALID_ID_FOREIGN
-from doemu.server import DoemuApp
+from doemu.server.app import DoemuApp
 from doemu.storage import messages
 
 from .admin_helpers import ALARMS, API, JSON_TYPE, T0, Admin, admin_on, client, make_runtime
@@ -49,7 +49,7 @@ async def test_health_summarises_the_runtime(admin: Admin) -> None:
 async def test_namespaces_lists_bindings_with_live_and_stored_counts(admin: Admin) -> None:
     await admin.stub("BOX", "a").put("k", 1)
     await admin.stub("BOX", "b").put("k", 2)
-    await admin.runtime.evict("BOX", "b")
+    await admin.control.evict("BOX", "b")
     response = await admin.http.get(f"{API}/namespaces")
     assert response.status_code == 200
     assert response.json() == [
@@ -86,8 +86,8 @@ async def test_objects_lists_live_and_evicted_objects_with_names_and_alarms(
     await admin.stub("BOX", "alpha").arm(T0 + 60_000)
     await admin.stub("BOX", "beta").put("k", "v")
     await admin.stub("LEGACY", "gamma").put("k", "v")
-    await admin.runtime.evict("BOX", "beta")
-    await admin.runtime.evict("LEGACY", "gamma")
+    await admin.control.evict("BOX", "beta")
+    await admin.control.evict("LEGACY", "gamma")
     alpha, beta = admin.id_of("BOX", "alpha"), admin.id_of("BOX", "beta")
     gamma = admin.id_of("LEGACY", "gamma")
     box: list[dict[str, Any]] = [
@@ -161,7 +161,7 @@ async def test_kv_by_name_and_by_id_renders_bytes(admin: Admin) -> None:
     by_name = await admin.http.get(f"{API}/objects/BOX/kv/kv")
     assert by_name.status_code == 200
     assert by_name.json() == {"id": hex_id, "name": "kv", "entries": entries}
-    await admin.runtime.evict("BOX", "kv")
+    await admin.control.evict("BOX", "kv")
     for address in (hex_id, hex_id.upper()):
         by_id = await admin.http.get(f"{API}/objects/BOX/{address}/kv")
         assert by_id.status_code == 200
@@ -228,7 +228,7 @@ async def test_read_only_sql_reads_the_file_without_waking_the_object(admin: Adm
     stub = admin.stub("BOX", "sql")
     await stub.add("one", b"\x01\x02")
     await stub.add("two")
-    await admin.runtime.evict("BOX", "sql")
+    await admin.control.evict("BOX", "sql")
     assert not admin.live("BOX", "sql")
     url = f"{API}/objects/BOX/sql/sql"
 
@@ -308,7 +308,7 @@ async def test_sql_refuses_bad_bodies(admin: Admin) -> None:
 
 async def test_write_sql_runs_inside_the_object_under_its_authorizer(admin: Admin) -> None:
     await admin.stub("BOX", "w").put("k", 1)
-    await admin.runtime.evict("BOX", "w")
+    await admin.control.evict("BOX", "w")
     url = f"{API}/objects/BOX/w/sql"
     response = await admin.http.post(url, json={"query": "SELECT * FROM _cf_KV", "write": True})
     assert response.status_code == 400
@@ -363,7 +363,7 @@ async def test_a_failing_constructor_is_a_json_500_not_a_traceback(admin: Admin)
 
 async def test_alarm_is_shown_and_run_on_demand(admin: Admin) -> None:
     await admin.stub("BOX", "al").arm(T0 + 3_600_000)
-    await admin.runtime.evict("BOX", "al")
+    await admin.control.evict("BOX", "al")
     hex_id = admin.id_of("BOX", "al")
     response = await admin.http.get(f"{API}/objects/BOX/al/alarm")
     assert response.status_code == 200

@@ -15,9 +15,9 @@ import httpx
 import pytest
 import uvicorn
 
-from doemu.adminclient import AdminClient, AdminUnavailable
+from doemu.server.admin.client import AdminClient, AdminUnavailable
 from doemu.errors import DoemuError
-from doemu.server import DoemuApp
+from doemu.server.app import DoemuApp
 
 from .admin_helpers import API, T0, Admin, admin_on
 from .polling import until

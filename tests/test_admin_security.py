@@ -14,10 +14,11 @@ import httpx
 import pytest
 from workers import DurableObject, Headers, Response
 
-from doemu.admin import ADMIN_PREFIX, MAX_BODY_BYTES
-from doemu.adminclient import AdminClient
+from doemu.server.admin import ADMIN_PREFIX
+from doemu.server.admin.access import MAX_BODY_BYTES
+from doemu.server.admin.client import AdminClient
 from doemu.runtime import ClassSpec, Runtime
-from doemu.server import DoemuApp
+from doemu.server.app import DoemuApp
 
 from .servers import serve
 

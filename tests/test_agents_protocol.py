@@ -205,7 +205,7 @@ async def test_client_state_is_persisted_and_broadcast_to_others(
     ]
     await a.close()
     await b.close()
-    await srv.runtime.evict("ProtoAgent", name)
+    await srv.control.evict("ProtoAgent", name)
     async with connect(f"{srv.ws_url}/agents/proto-agent/{name}") as c:
         frames = [await recv(c), await recv(c)]
     assert frames[1] == {"type": "cf_agent_state", "state": new_state}
@@ -274,7 +274,7 @@ async def test_connection_state_and_id_survive_eviction(srv: Served, unique_name
     await ws.send("remember:blue")
     assert await recv(ws) == "remembered"
     host = srv.runtime.host("ProtoAgent", name)
-    await srv.runtime.evict("ProtoAgent", name)
+    await srv.control.evict("ProtoAgent", name)
     assert not host.live
     await ws.send("recall")
     assert await recv(ws) == {"id": "client-chosen-id", "memo": {"memo": "blue"}}

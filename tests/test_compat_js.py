@@ -33,7 +33,7 @@ def test_date_now_defaults_to_the_system_clock() -> None:
 def test_date_now_follows_an_injected_clock() -> None:
     clock = ManualClock(start_ms=1_700_000_000_123.9)
     try:
-        js.set_clock(clock)
+        set_clock(clock)
         assert Date.now() == 1_700_000_000_123
         clock.advance(1_000)
         assert Date.now() == 1_700_000_001_123

@@ -16,7 +16,9 @@ from doemu.compat.websocket import (
     MessageEvent,
     WebSocket,
     WebSocketPair,
+    end_of,
 )
+from doemu.compat.socket_end import SocketEnd
 from doemu.errors import WebSocketError
 
 MUST_ACCEPT = (
@@ -40,7 +42,7 @@ def test_pair_unpacks_directly_and_through_object_values() -> None:
     assert p[0] is client and p[1] is server and p["1"] is server
     assert len(p) == 2
     assert client is not server
-    assert client._peer is server and server._peer is client
+    assert end_of(client).peer is end_of(server) and end_of(server).peer is end_of(client)
     assert "WebSocketPair" in repr(p)
 
 
@@ -80,9 +82,9 @@ def test_send_delivers_to_the_peer_sink_or_buffer() -> None:
     server.send("one")
     server.send(b"two")
     server.send(bytearray(b"three"))
-    assert list(client._inbox) == ["one", b"two", b"three"]
+    assert list(end_of(client).inbox) == ["one", b"two", b"three"]
     got: list[str | bytes] = []
-    client._sink = got.append
+    end_of(client).sink = got.append
     server.send(memoryview(b"four"))
     assert got == [b"four"]
 
@@ -101,7 +103,7 @@ def test_send_after_close_raises_and_is_dropped_after_release() -> None:
     with pytest.raises(WebSocketError, match=r"^Can't call WebSocket send\(\) after close\(\)\.$"):
         server.send("late")
     client2, _server2 = pair()
-    client2._couple()
+    end_of(client2).couple()
     client2.send("ignored")  # a socket used in a response silently drops sends
     client2.close()
 
@@ -110,8 +112,8 @@ def test_before_send_hook_runs_first() -> None:
     client, server = pair()
     server.accept()
     calls: list[str] = []
-    server._before_send = lambda: calls.append("gate")
-    client._sink = lambda m: calls.append(f"sent {m!r}")
+    end_of(server).before_send = lambda: calls.append("gate")
+    end_of(client).sink = lambda m: calls.append(f"sent {m!r}")
     server.send("m")
     server.close()
     assert calls == ["gate", "sent 'm'", "gate"]
@@ -153,12 +155,12 @@ def test_close_delivers_to_the_peer_close_sink() -> None:
     client, server = pair()
     server.accept()
     closes: list[tuple[int, str, bool]] = []
-    client._close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
+    end_of(client).close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
     server.close(1001, "going away")
     server.close(1000)  # a second close is ignored
     assert closes == [(1001, "going away", True)]
     assert server.readyState == WebSocket.READY_STATE_CLOSING
-    client._forward_close(1001, "going away")  # the network echoes the close
+    end_of(client).forward_close(1001, "going away")  # the network echoes the close
     assert server.readyState == WebSocket.READY_STATE_CLOSED
 
 
@@ -166,7 +168,7 @@ def test_close_without_code_sends_1005() -> None:
     client, server = pair()
     server.accept()
     closes: list[tuple[int, str, bool]] = []
-    client._close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
+    end_of(client).close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
     server.close()
     assert closes == [(1005, "", True)]
 
@@ -193,12 +195,12 @@ def test_auto_reply_can_be_disabled() -> None:
 
 def test_remote_close_on_hibernatable_socket_auto_replies() -> None:
     client, server = pair()
-    server._accept_hibernatable()
+    end_of(server).accept_hibernatable()
     seen: list[tuple[str, int, str, bool]] = []
-    server._close_sink = lambda code, reason, clean: seen.append(("server", code, reason, clean))
-    client._close_sink = lambda code, reason, clean: seen.append(("client", code, reason, clean))
-    client._couple()
-    client._forward_close(1000, "client left")
+    end_of(server).close_sink = lambda code, reason, clean: seen.append(("server", code, reason, clean))
+    end_of(client).close_sink = lambda code, reason, clean: seen.append(("client", code, reason, clean))
+    end_of(client).couple()
+    end_of(client).forward_close(1000, "client left")
     assert server.readyState == WebSocket.READY_STATE_CLOSED
     assert seen == [("server", 1000, "client left", True), ("client", 1000, "client left", True)]
     server.close(1000)  # closing again in webSocketClose is harmless
@@ -209,9 +211,9 @@ def test_unclean_disconnect_does_not_auto_reply() -> None:
     server.accept()
     replies: list[tuple[int, str, bool]] = []
     got: list[tuple[int, str, bool]] = []
-    client._close_sink = lambda code, reason, clean: replies.append((code, reason, clean))
-    server._close_sink = lambda code, reason, clean: got.append((code, reason, clean))
-    client._forward_close(1006, "WebSocket disconnected without sending Close frame.", False)
+    end_of(client).close_sink = lambda code, reason, clean: replies.append((code, reason, clean))
+    end_of(server).close_sink = lambda code, reason, clean: got.append((code, reason, clean))
+    end_of(client).forward_close(1006, "WebSocket disconnected without sending Close frame.", False)
     assert replies == []
     assert got == [(1006, "WebSocket disconnected without sending Close frame.", False)]
     assert server.readyState == WebSocket.READY_STATE_CLOSING
@@ -223,8 +225,8 @@ def test_error_closes_the_socket() -> None:
     events: list[Event] = []
     server.addEventListener("error", events.append)
     boom = RuntimeError("boom")
-    client._forward_error(boom)
-    client._forward_error(RuntimeError("second"))  # reported once
+    end_of(client).forward_error(boom)
+    end_of(client).forward_error(RuntimeError("second"))  # reported once
     assert server.readyState == WebSocket.READY_STATE_CLOSED
     assert len(events) == 1
     assert isinstance(events[0], ErrorEvent)
@@ -235,14 +237,14 @@ def test_error_closes_the_socket() -> None:
 
 def test_error_sink_takes_the_error_instead_of_an_event() -> None:
     client, server = pair()
-    server._accept_hibernatable()
+    end_of(server).accept_hibernatable()
     errors: list[BaseException] = []
-    server._error_sink = errors.append
+    end_of(server).error_sink = errors.append
     boom = ConnectionResetError("gone")
-    client._forward_error(boom)
+    end_of(client).forward_error(boom)
     assert errors == [boom]
     assert server.readyState == WebSocket.READY_STATE_CLOSED
-    assert not server._inbox
+    assert not end_of(server).inbox
 
 
 # -- accept / hibernation / coupling --------------------------------------------------------------
@@ -253,88 +255,82 @@ def test_accept_rules() -> None:
     server.accept()
     server.accept()  # twice is fine
     with pytest.raises(WebSocketError) as info:
-        server._accept_hibernatable()
+        end_of(server).accept_hibernatable()
     assert str(info.value) == (
         "Cannot call `acceptWebSocket()` if the WebSocket was already accepted via `accept()`"
     )
-    client._couple()
+    end_of(client).couple()
     with pytest.raises(WebSocketError) as info:
         client.accept()
     assert str(info.value) == "Can't accept() WebSocket that was already used in a response."
     with pytest.raises(WebSocketError) as info:
-        client._couple()
+        end_of(client).couple()
     assert str(info.value) == "Can't return WebSocket that was already used in a response."
 
 
 def test_hibernatable_accept_rules() -> None:
     client, server = pair()
-    server._accept_hibernatable()
+    end_of(server).accept_hibernatable()
     with pytest.raises(WebSocketError) as info:
         server.accept()
     assert str(info.value) == "Can't accept() WebSocket after enabling hibernation."
     with pytest.raises(WebSocketError, match="already accepted"):
-        server._accept_hibernatable()
+        end_of(server).accept_hibernatable()
     with pytest.raises(WebSocketError) as info:
-        server._couple()
+        end_of(server).couple()
     assert str(info.value) == (
         "Can't return WebSocket in a Response after calling acceptWebSocket()."
     )
-    client._couple()
+    end_of(client).couple()
 
 
 def test_accept_hibernatable_needs_an_unused_pair() -> None:
     client, server = pair()
-    client._couple()
+    end_of(client).couple()
     with pytest.raises(WebSocketError) as info:
-        server._accept_hibernatable()
+        end_of(server).accept_hibernatable()
     assert str(info.value) == (
         "Cannot call `acceptWebSocket()` on this WebSocket because its pair has already been "
         "accepted or used in a Response."
     )
-    lone = WebSocket()
+    lone = WebSocket(SocketEnd())
     with pytest.raises(WebSocketError):
-        lone._accept_hibernatable()
+        end_of(lone).accept_hibernatable()
 
 
 def test_couple_after_accept_is_refused() -> None:
     client, _server = pair()
     client.accept()
     with pytest.raises(WebSocketError) as info:
-        client._couple()
+        end_of(client).couple()
     assert str(info.value) == "Can't return WebSocket in a Response after calling accept()."
 
 
-def test_bind_host_routes_sends_through_the_output_gate() -> None:
-    class Host:
-        gated = 0
-
-        def output_gate(self) -> None:
-            self.gated += 1
-
+def test_bind_routes_sends_through_the_output_gate() -> None:
+    gated: list[str] = []
     client, server = pair()
-    host = Host()
-    server._bind_host(host)
-    assert server._host is host
+    end_of(server).bind(lambda: gated.append("gate"))
+    assert end_of(server).hibernatable
     got: list[str | bytes] = []
-    client._sink = got.append
+    end_of(client).sink = got.append
     server.send("x")
-    assert host.gated == 1
+    assert gated == ["gate"]
     assert got == ["x"]
 
 
 def test_network_messages_reach_the_server_end() -> None:
     client, server = pair()
-    server._accept_hibernatable()
+    end_of(server).accept_hibernatable()
     got: list[str | bytes] = []
-    server._sink = got.append
-    client._couple()
-    client._forward("hello")
-    client._forward(b"\x01")
+    end_of(server).sink = got.append
+    end_of(client).couple()
+    end_of(client).forward("hello")
+    end_of(client).forward(b"\x01")
     assert got == ["hello", b"\x01"]
-    unpaired = WebSocket()
-    unpaired._forward("nowhere")
-    unpaired._forward_close(1000)
-    unpaired._forward_error(RuntimeError())
+    unpaired = WebSocket(SocketEnd())
+    end_of(unpaired).forward("nowhere")
+    end_of(unpaired).forward_close(1000)
+    end_of(unpaired).forward_error(RuntimeError())
 
 
 # -- events (accept()-ed sockets) ----------------------------------------------------------------
@@ -347,10 +343,10 @@ def test_listeners_receive_message_and_close_events() -> None:
     server.addEventListener("message", events.append)
     server.addEventListener("message", events.append)  # the same listener is added once
     server.addEventListener("close", events.append)
-    client._forward("text")
-    client._forward(b"bin")
-    client._forward_close(1000, "bye")
-    client._forward("after close is dropped")
+    end_of(client).forward("text")
+    end_of(client).forward(b"bin")
+    end_of(client).forward_close(1000, "bye")
+    end_of(client).forward("after close is dropped")
     assert [type(e) for e in events] == [MessageEvent, MessageEvent, CloseEvent]
     assert events[0].data == "text" and events[0].type == "message"
     assert isinstance(events[1].data, JsBuffer)
@@ -360,20 +356,20 @@ def test_listeners_receive_message_and_close_events() -> None:
 
 def test_messages_before_listeners_are_queued_then_flushed_in_order() -> None:
     client, server = pair()
-    client._forward("early-1")
-    client._forward("early-2")
+    end_of(client).forward("early-1")
+    end_of(client).forward("early-2")
     server.accept()  # no loop running: flushes now, but nobody listens yet
-    assert list(server._inbox) == ["early-1", "early-2"]
+    assert list(end_of(server).inbox) == ["early-1", "early-2"]
     seen: list[str] = []
     server.addEventListener("message", lambda e: seen.append(e.data))
     assert seen == ["early-1", "early-2"]
-    client._forward("late")
+    end_of(client).forward("late")
     assert seen == ["early-1", "early-2", "late"]
 
 
 async def test_accept_flushes_queued_messages_on_the_next_loop_turn() -> None:
     client, server = pair()
-    client._forward("queued")
+    end_of(client).forward("queued")
     seen: list[str] = []
     server.accept()
     server.addEventListener("message", lambda e: seen.append(e.data))
@@ -389,9 +385,9 @@ def test_remove_event_listener() -> None:
     server.removeEventListener("message", seen.append)
     server.removeEventListener("message", seen.append)
     server.removeEventListener("close", seen.append)
-    client._forward("x")
+    end_of(client).forward("x")
     assert seen == []
-    assert list(server._inbox) == ["x"]
+    assert list(end_of(server).inbox) == ["x"]
 
 
 def test_listener_errors_are_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
@@ -404,7 +400,7 @@ def test_listener_errors_are_logged_not_raised(caplog: pytest.LogCaptureFixture)
 
     server.addEventListener("message", bad)
     server.addEventListener("message", lambda e: seen.append(e.data))
-    client._forward("x")
+    end_of(client).forward("x")
     assert seen == ["x"]
     assert "listener bug" in caplog.text
 
@@ -420,7 +416,7 @@ async def test_async_listeners_run_as_tasks() -> None:
         done.set()
 
     server.addEventListener("message", listener)
-    client._forward("async")
+    end_of(client).forward("async")
     await asyncio.wait_for(done.wait(), 1)
     assert seen == ["async"]
 
@@ -446,7 +442,7 @@ def test_attachment_round_trip_is_a_copy() -> None:
     assert first == {"id": "abc", "tags": [1, 2], "raw": b"\x00"}
     first["tags"].append(3)
     assert server.deserializeAttachment()["tags"] == [1, 2]
-    assert isinstance(server._attachment, bytes)
+    assert isinstance(end_of(server).attachment, bytes)
     server.serializeAttachment("plain string")
     assert server.deserializeAttachment() == "plain string"
 
@@ -456,7 +452,7 @@ def test_attachment_limit_is_16_kib() -> None:
     _client, server = pair()
     overhead = len(clone.encode("")) + 2
     server.serializeAttachment("x" * (MAX_ATTACHMENT_SIZE - overhead))
-    assert len(server._attachment or b"") <= MAX_ATTACHMENT_SIZE
+    assert len(end_of(server).attachment or b"") <= MAX_ATTACHMENT_SIZE
     too_big = "x" * MAX_ATTACHMENT_SIZE
     size = len(clone.encode(too_big))
     with pytest.raises(WebSocketError) as info:

@@ -10,7 +10,8 @@ import pytest
 from workers import DurableObject
 
 from doemu.errors import BlockConcurrencyTimeoutError, ObjectResetError
-from doemu.host import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
+from doemu.persist import object_file
+from doemu.objects import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
 
 CONSTRUCTED: list[str] = []
 
@@ -233,7 +234,8 @@ async def test_writes_before_an_error_are_committed_before_the_error_leaves(
     with pytest.raises(RuntimeError):
         await stub.fail_after_write()
     # Right after the error reached us, before any yield, another connection sees the write.
-    path = h.runtime.host("NESTED", "err-commit").namespace.object_path(str(stub.id))
+    host = h.runtime.host("NESTED", "err-commit")
+    path = object_file(host.kind.directory, host.hex_id)
     with sqlite3.connect(path) as other:
         keys = [row[0] for row in other.execute("SELECT key FROM _cf_KV")]
     assert keys == ["written"]
@@ -257,7 +259,7 @@ async def test_resetting_a_caller_does_not_cut_its_callee_short(harness_factory:
     h.reset("NESTED", "caller", "caller reset")
     with pytest.raises(ObjectResetError, match="caller reset"):
         await pending
-    await h.runtime.settle()
+    await h.control.settle()
     assert await h.env.NESTED.getByName("callee").read("state") == "done"
 
 

@@ -11,7 +11,7 @@ import pytest
 from workers import DurableObject, Response, WorkerEntrypoint
 
 from doemu.runtime import ClassSpec, Runtime
-from doemu.server import DoemuApp
+from doemu.server.app import DoemuApp
 
 
 class Echo(DurableObject):

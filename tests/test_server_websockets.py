@@ -15,7 +15,7 @@ from workers import DurableObject, Response
 
 from doemu.clock import ManualClock
 from doemu.runtime import ClassSpec, Runtime
-from doemu.server import ABNORMAL_CLOSE_REASON
+from doemu.sockets.bridge import ABNORMAL_CLOSE_REASON
 
 from .polling import until
 from .servers import serve
@@ -96,7 +96,7 @@ async def test_tags_select_sockets_and_attachment_survives_eviction(runtime_fact
             assert await a.recv() == "to room:a"
             host = srv.runtime.host("ROOM", "r1")
             boots = BOOTS[host.hex_id]
-            await srv.runtime.evict("ROOM", "r1")
+            await srv.control.evict("ROOM", "r1")
             assert not host.live
             await b.send("after eviction")
             assert await b.recv() == "after eviction: seen=1 tags=['room:b']"
@@ -108,7 +108,7 @@ async def test_tags_select_sockets_and_attachment_survives_eviction(runtime_fact
 async def test_auto_response_does_not_wake_the_object(runtime_factory: Any) -> None:
     async with serve(runtime_factory()) as srv:
         async with connect(f"{srv.ws_url}/ROOM/auto/ws") as ws:
-            await srv.runtime.evict("ROOM", "auto")
+            await srv.control.evict("ROOM", "auto")
             host = srv.runtime.host("ROOM", "auto")
             await ws.send("ping")
             assert await ws.recv() == "pong"
@@ -152,10 +152,10 @@ async def test_non_hibernatable_socket_pins_the_object(runtime_factory: Any) -> 
         async with connect(f"{srv.ws_url}/ROOM/plain/plain") as ws:
             await ws.send("x")
             assert await ws.recv() == "plain:x"
-            await srv.runtime.advance(60_000)
+            await srv.control.advance(60_000)
             assert host.live
         await until(lambda: not host.sockets.pinning, what="the close to unpin the object")
-        await srv.runtime.advance(2_000)
+        await srv.control.advance(2_000)
         assert not host.live
 
 

@@ -18,6 +18,8 @@ import pytest
 from doemu.clock import SystemClock
 from doemu.storage import ObjectStorage
 
+from .settled import settled
+
 CHILD = pathlib.Path(__file__).parent / "storage_helpers" / "crash_child.py"
 N = 200
 
@@ -75,7 +77,7 @@ def test_sigkill_from_the_parent_mid_turn(tmp_path: pathlib.Path) -> None:
 
     storage = ObjectStorage(db, clock=SystemClock())
     try:
-        assert storage.get("key-0000").result() is None
+        assert settled(storage.get("key-0000")) is None
         storage.put("after", 1)
         storage.commit()
     finally:
@@ -115,7 +117,7 @@ def test_a_reopened_object_is_back_to_normal_sync_after_its_first_write(
     reopened = ObjectStorage(db, clock=SystemClock())
     try:
         assert (pragma(reopened, "synchronous"), pragma(reopened, "wal_autocheckpoint")) == (0, 0)
-        assert reopened.get("before").result() == 1
+        assert settled(reopened.get("before")) == 1
         reopened.commit()  # a read-only transaction writes no WAL header: still the new-WAL mode
         assert pragma(reopened, "synchronous") == 0
         reopened.put("after", 2)

@@ -23,6 +23,8 @@ from doemu.storage.messages import (
     STORAGE_CLOSED,
 )
 
+from .settled import settled
+
 
 @pytest.fixture
 def storage(tmp_path: pathlib.Path) -> Iterator[ObjectStorage]:
@@ -159,7 +161,7 @@ async def test_keys_must_be_strings(storage: ObjectStorage, call: Any) -> None:
 async def test_unawaited_put_still_writes(storage: ObjectStorage, tmp_path: pathlib.Path) -> None:
     storage.put("fire-and-forget", 1)
     storage.delete("nothing")
-    assert storage.get("fire-and-forget").result() == 1
+    assert settled(storage.get("fire-and-forget")) == 1
     await storage.sync()
     other = sqlite3.connect(tmp_path / "obj.sqlite")
     assert other.execute("SELECT count(*) FROM _cf_KV").fetchone()[0] == 1

@@ -23,6 +23,8 @@ from doemu.storage.messages import (
 )
 from doemu.storage.sql import split_statements
 
+from .settled import settled
+
 
 @pytest.fixture
 def storage(tmp_path: pathlib.Path) -> Iterator[ObjectStorage]:
@@ -320,7 +322,7 @@ def test_sql_disabled_for_kv_backed_classes(tmp_path: pathlib.Path) -> None:
                 getattr(storage, attribute)
             assert str(info.value) == SQL_NOT_ENABLED
         storage.put("still", "works")
-        assert storage.get("still").result() == "works"
+        assert settled(storage.get("still")) == "works"
     finally:
         storage.close()
 
@@ -382,7 +384,7 @@ def test_refused_sql_leaves_the_connection_usable(
     storage.sql.exec("INSERT INTO t VALUES (2)")
     storage.commit()
     assert storage.sql.exec("SELECT count(*) AS n FROM t").one().n == 2
-    assert storage.get("kv").result() == "value"
+    assert settled(storage.get("kv")) == "value"
 
 
 ALLOWED_PRAGMAS = [

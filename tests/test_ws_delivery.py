@@ -25,11 +25,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from workers import DurableObject, Response
 
-from doemu.hibernation import StartOrder
+from doemu.compat.websocket import end_of
+from doemu.sockets.delivery import StartOrder
 from doemu.runtime import ClassSpec, Runtime
-from doemu.server import _Outbound, _WriteBatch
-from doemu.socket_events import collect_socket_events, resume
-from doemu.ws_protocol import uvicorn_ws_protocol
+from doemu.sockets.bridge import WriteBatch as _WriteBatch
+from doemu.sockets.bridge import _Outbound
+from doemu.sockets.delivery import collect_socket_events, resume
+from doemu.sockets.protocol import uvicorn_ws_protocol
 
 from .polling import until
 from .servers import serve
@@ -225,7 +227,7 @@ async def test_a_frame_arriving_as_the_gate_opens_waits_for_the_one_held_at_the_
         def deliver_m2(_blocker: Any) -> None:
             # The moment the gate opens, before m1 (woken by the same opening) runs: deliver
             # m2 the way the server does, starting its handler right away.
-            for event in collect_socket_events(server_end._peer._forward, "m2"):
+            for event in collect_socket_events(end_of(server_end).peer.forward, "m2"):
                 if not event.start():
                     owners.append(asyncio.ensure_future(finish(event)))
 
@@ -339,7 +341,7 @@ async def test_a_message_after_eviction_reconstructs_the_object(
         assert await replies(ws, 1) == ["echo m1"]
         host = srv.runtime.host("CHAT", "hib")
         boots = BOOTS.count(host.hex_id)
-        await srv.runtime.evict("CHAT", "hib")
+        await srv.control.evict("CHAT", "hib")
         assert not host.live
         await ws.send("m2")
         assert await replies(ws, 1) == ["echo m2"]
@@ -482,7 +484,7 @@ async def test_data_frames_skip_uvicorns_send_unless_the_connection_compresses(
 def test_a_data_frame_is_encoded_as_the_websockets_library_encodes_it() -> None:
     from websockets.frames import Frame, Opcode
 
-    from doemu.ws_protocol import encode_data_frame
+    from doemu.sockets.protocol import encode_data_frame
 
     for size in (0, 1, 125, 126, 127, 65_535, 65_536, 70_000):
         text, blob = "a" * size, bytes(range(256)) * (size // 256) + bytes(size % 256)
@@ -543,7 +545,7 @@ async def test_socket_events_of_a_failed_delivery_still_run_as_tasks(runtime: Ru
         (server_end,) = host.sockets.get()
 
         def deliver_then_fail() -> None:
-            server_end._receive("m1")
+            end_of(server_end).receive("m1")
             raise RuntimeError("delivery failed")
 
         with pytest.raises(RuntimeError):

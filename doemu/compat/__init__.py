@@ -18,9 +18,8 @@ from types import ModuleType
 
 from . import fetch_api, js, pyodide, websocket, workers
 from ._state import set_clock, set_env, set_wait_until
+from .jsproxy import JsBuffer, as_js_buffer
 from .pyodide import ffi as pyodide_ffi
-from .pyodide.ffi import JsBuffer
-from .pyodide.ffi import _as_js_buffer as as_js_buffer
 from .relaxed import call_relaxed, max_positional
 
 __all__ = [

@@ -31,9 +31,15 @@ def get_clock() -> Clock:
     return _clock
 
 
-def set_env(env: Any) -> None:
-    """What ``from workers import env`` forwards to (``None`` unsets it)."""
+def set_env(env: Any, *, if_current: Any = _UNSET) -> None:
+    """What ``from workers import env`` forwards to (``None`` unsets it).
+
+    With ``if_current``, only when that is what is set now: a runtime that closes unsets its own
+    env, never the one of a runtime started after it.
+    """
     global _env
+    if if_current is not _UNSET and _env is not if_current:
+        return
     _env = _UNSET if env is None else env
 
 
@@ -47,9 +53,14 @@ def get_env() -> Any:
     return _env
 
 
-def set_wait_until(fn: Callable[[Awaitable[Any]], None] | None) -> None:
-    """What ``workers.waitUntil(awaitable)`` calls (``None`` unsets it)."""
+def set_wait_until(
+    fn: Callable[[Awaitable[Any]], None] | None, *, if_current: Any = _UNSET
+) -> None:
+    """What ``workers.waitUntil(awaitable)`` calls (``None`` unsets it; ``if_current`` as for
+    :func:`set_env`)."""
     global _wait_until
+    if if_current is not _UNSET and _wait_until != if_current:  # bound methods: ==, not is
+        return
     _wait_until = fn
 
 

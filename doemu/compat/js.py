@@ -1,30 +1,23 @@
 """The ``js`` module of Python Workers: the JavaScript globals user code imports by name.
 
 On Cloudflare, ``from js import X`` gives a proxy of the JS global ``X``, and ``X.new(...)`` calls
-its constructor. doemu implements, in Python, the globals Durable Object code commonly uses:
-``Date.now()`` (read from the runtime's clock, so a manual clock in tests moves it),
-``WebSocketPair`` / ``WebSocket``, ``WebSocketRequestResponsePair``, ``JSON``, ``console``,
-``Object`` and the ``Response`` / ``Request`` / ``Headers`` constructors (they build the same
-objects as the ``workers`` module, so either may be returned from ``fetch``).
-
-``set_clock`` is doemu-internal (the runtime calls it; it is not a JS global).
+its constructor. doemu implements, in Python, the globals Durable Object code commonly uses (see
+:mod:`doemu.compat.jsglobals`); this module holds exactly those names and nothing else, so an
+import that works here works on Cloudflare.
 """
 
-from __future__ import annotations
-
-import json
-import logging
-from collections.abc import Iterable, Mapping
-from http import HTTPStatus
-from typing import Any
-
-from . import _state
-from .fetch_api import FetchResponse as _FetchResponse
-from .fetch_api import Headers as _Headers
-from .fetch_api import HeadersInit
-from .fetch_api import Request as _Request
-from .fetch_api import Response as _Response
-from .websocket import WebSocket, WebSocketPair
+from doemu.compat.jsglobals import (
+    JSON,
+    Date,
+    Headers,
+    Object,
+    Request,
+    Response,
+    WebSocket,
+    WebSocketPair,
+    WebSocketRequestResponsePair,
+    console,
+)
 
 __all__ = [
     "JSON",
@@ -38,188 +31,3 @@ __all__ = [
     "WebSocketRequestResponsePair",
     "console",
 ]
-
-set_clock = _state.set_clock
-
-_console_log = logging.getLogger("doemu.console")
-
-
-class Date:
-    """``Date``: only ``Date.now()`` (milliseconds since the epoch, as an ``int``).
-
-    Pyodide turns a JS number holding an integer into a Python ``int``, which is what
-    ``Date.now()`` returns on Cloudflare.
-    """
-
-    @staticmethod
-    def now() -> int:
-        return int(_state.get_clock().now())
-
-
-class JSON:
-    """``JSON.stringify`` / ``JSON.parse`` with JS's output format (compact unless ``space``)."""
-
-    @staticmethod
-    def stringify(value: Any, replacer: Any = None, space: int | str | None = None) -> str:
-        if space is None or space == 0 or space == "":
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        indent = min(space, 10) if isinstance(space, int) else str(space)[:10]
-        return json.dumps(value, ensure_ascii=False, indent=indent, separators=(",", ": "))
-
-    @staticmethod
-    def parse(text: str | bytes) -> Any:
-        return json.loads(text)
-
-
-def _format(args: tuple[Any, ...]) -> str:
-    return " ".join(a if isinstance(a, str) else repr(a) for a in args)
-
-
-class console:
-    """``console.log`` and friends, written to the Python logger ``doemu.console``."""
-
-    @staticmethod
-    def log(*args: Any) -> None:
-        _console_log.info(_format(args))
-
-    @staticmethod
-    def info(*args: Any) -> None:
-        _console_log.info(_format(args))
-
-    @staticmethod
-    def debug(*args: Any) -> None:
-        _console_log.debug(_format(args))
-
-    @staticmethod
-    def warn(*args: Any) -> None:
-        _console_log.warning(_format(args))
-
-    @staticmethod
-    def error(*args: Any) -> None:
-        _console_log.error(_format(args))
-
-
-class Object:
-    """``Object.fromEntries`` / ``keys`` / ``values`` / ``entries`` over Python mappings."""
-
-    @staticmethod
-    def fromEntries(entries: Mapping[Any, Any] | Iterable[Any]) -> dict[Any, Any]:
-        if isinstance(entries, Mapping):
-            return dict(entries)
-        return {k: v for k, v in entries}
-
-    @staticmethod
-    def keys(obj: Mapping[Any, Any]) -> list[Any]:
-        return list(obj.keys())
-
-    @staticmethod
-    def values(obj: Mapping[Any, Any]) -> list[Any]:
-        return list(obj.values())
-
-    @staticmethod
-    def entries(obj: Mapping[Any, Any]) -> list[list[Any]]:
-        return [[k, v] for k, v in obj.items()]
-
-
-def _init(
-    init: Mapping[str, Any] | _FetchResponse | None, kwargs: dict[str, Any]
-) -> dict[str, Any]:
-    if isinstance(init, _FetchResponse):  # new Response(body, otherResponse)
-        options: dict[str, Any] = {
-            "status": init._status,
-            "statusText": init._status_text,
-            "headers": init._headers.copy(),
-            "webSocket": init._web_socket,
-        }
-    else:
-        options = dict(init or {})
-    options.update(kwargs)
-    return options
-
-
-def _js_body(body: Any) -> str | bytes | None:
-    if isinstance(body, bytearray | memoryview):
-        return bytes(body)
-    if body is None or isinstance(body, str | bytes):
-        return body
-    raise TypeError(f"Unsupported type in Response: {type(body).__name__}")
-
-
-class Response:
-    """The JS ``Response`` constructor: ``Response.new(body, init)`` and its static methods.
-
-    Each returns a ``workers.Response``; ``init`` is a JS init dict (``status``, ``statusText``,
-    ``headers``, ``webSocket``) given as a mapping or as keyword arguments.
-    """
-
-    @staticmethod
-    def new(
-        body: Any = None, init: Mapping[str, Any] | _FetchResponse | None = None, /, **kwargs: Any
-    ) -> _Response:
-        """``new Response(body, init)``; ``init`` may also be another response to copy from."""
-        options = _init(init, kwargs)
-        return _Response(
-            _js_body(body),
-            status=options.get("status"),
-            status_text=options.get("statusText") or "",
-            headers=options.get("headers"),
-            web_socket=options.get("webSocket"),
-        )
-
-    @staticmethod
-    def json(data: Any, init: Mapping[str, Any] | None = None, /, **kwargs: Any) -> _Response:
-        options = _init(init, kwargs)
-        headers = _Headers(options.get("headers"))
-        if not headers.has("content-type"):
-            headers.set("content-type", "application/json")
-        options["headers"] = headers
-        return Response.new(JSON.stringify(data), options)
-
-    @staticmethod
-    def redirect(url: str, status: int = HTTPStatus.FOUND) -> _Response:
-        return _Response.redirect(url, status)
-
-
-class Request:
-    """The JS ``Request`` constructor: ``Request.new(url_or_request, init)``."""
-
-    @staticmethod
-    def new(
-        input: _Request | str, init: Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> _Request:
-        return _Request._coerce(input, init, **kwargs)
-
-
-class Headers:
-    """The JS ``Headers`` constructor: ``Headers.new(init)``."""
-
-    @staticmethod
-    def new(init: HeadersInit | None = None, /) -> _Headers:
-        return _Headers(init)
-
-
-class WebSocketRequestResponsePair:
-    """``new WebSocketRequestResponsePair(request, response)`` for ``setWebSocketAutoResponse``."""
-
-    __slots__ = ("_request", "_response")
-
-    def __init__(self, request: str, response: str) -> None:
-        if not isinstance(request, str) or not isinstance(response, str):
-            raise TypeError("WebSocketRequestResponsePair expects two strings")
-        self._request = request
-        self._response = response
-
-    @classmethod
-    def new(cls, request: str, response: str) -> WebSocketRequestResponsePair:
-        return cls(request, response)
-
-    @property
-    def request(self) -> str:
-        return self._request
-
-    @property
-    def response(self) -> str:
-        return self._response
-
-    def __repr__(self) -> str:
-        return f"WebSocketRequestResponsePair({self._request!r}, {self._response!r})"

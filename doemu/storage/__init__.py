@@ -1,12 +1,14 @@
 """Per-object storage: Cloudflare's ``ctx.storage`` over one SQLite file.
 
-:class:`ObjectStorage` is the façade the runtime creates for each live object; the other names
-are the types user code meets through it (``storage.sql`` cursors and rows, ``storage.kv``,
+:class:`ObjectStorage` is what the runtime creates for each live object, and
+:class:`DurableObjectStorage` its view that user code gets as ``ctx.storage``; the other names are
+the types user code meets through it (``storage.sql`` cursors and rows, ``storage.kv``,
 the ``txn`` of ``transaction()``).
 """
 
 from __future__ import annotations
 
+from doemu.storage.api import DurableObjectStorage as DurableObjectStorage
 from doemu.storage.cursor import IteratorResult as IteratorResult
 from doemu.storage.cursor import RawIterator as RawIterator
 from doemu.storage.cursor import SqlCursor as SqlCursor
@@ -20,6 +22,7 @@ from doemu.storage.sync_kv import SyncKvStorage as SyncKvStorage
 from doemu.storage.transactions import Transaction as Transaction
 
 __all__ = [
+    "DurableObjectStorage",
     "IteratorResult",
     "ObjectStorage",
     "RawIterator",

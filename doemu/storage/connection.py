@@ -311,6 +311,11 @@ class StorageConnection:
     def is_open(self, point: Savepoint) -> bool:
         return point in self._savepoints
 
+    @property
+    def in_savepoint(self) -> bool:
+        """True while a ``transaction()``/``transactionSync()`` is open."""
+        return bool(self._savepoints)
+
     # -- lifetime -------------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from doemu.storage.alarms import AlarmStore
 from doemu.storage.kv import MISSING, KvStore
-from doemu.storage.resolved import Resolved
+from doemu.storage.resolved import Resolved, rejected
 
 __all__ = ["AsyncKvMethods"]
 
@@ -36,7 +36,7 @@ class AsyncKvMethods:
             self._guard("get")
             return Resolved(self._kv.get_any(keys))
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     def put(
         self,
@@ -50,7 +50,7 @@ class AsyncKvMethods:
             self._kv.put_any(key_or_entries, value)
             return Resolved(None)
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     def delete(
         self, keys: str | list[str], options: Mapping[str, Any] | None = None
@@ -60,7 +60,7 @@ class AsyncKvMethods:
             self._guard("delete")
             return Resolved(self._kv.delete_any(keys))
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     def list(
         self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
@@ -72,7 +72,7 @@ class AsyncKvMethods:
             merged = {**options, **kwargs} if options else kwargs
             return Resolved(dict(self._kv.list(merged)))
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     def getAlarm(self, options: Mapping[str, Any] | None = None) -> Resolved[float | None]:
         """The alarm time in ms since the epoch, or None."""
@@ -80,7 +80,7 @@ class AsyncKvMethods:
             self._guard("getAlarm")
             return Resolved(self._alarms.get())
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     def setAlarm(
         self, scheduledTime: Any, options: Mapping[str, Any] | None = None
@@ -91,7 +91,7 @@ class AsyncKvMethods:
             self._alarms.set(scheduledTime)
             return Resolved(None)
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     def deleteAlarm(self, options: Mapping[str, Any] | None = None) -> Resolved[None]:
         """Remove the alarm, if any."""
@@ -100,4 +100,4 @@ class AsyncKvMethods:
             self._alarms.delete()
             return Resolved(None)
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)

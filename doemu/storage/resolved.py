@@ -13,7 +13,7 @@ import logging
 from collections.abc import Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Resolved"]
+__all__ = ["Resolved", "rejected"]
 
 T = TypeVar("T")
 
@@ -21,7 +21,11 @@ _log = logging.getLogger("doemu.storage")
 
 
 class Resolved(Generic[T]):
-    """An awaitable holding a finished result: ``await`` returns it without suspending."""
+    """An awaitable holding a finished result: ``await`` returns it without suspending.
+
+    User code sees only ``await``: nothing else is public, as a JavaScript promise reached
+    through Pyodide offers nothing a Python caller would use instead.
+    """
 
     __slots__ = ("_awaited", "_error", "_value")
 
@@ -30,26 +34,12 @@ class Resolved(Generic[T]):
         self._error: BaseException | None = None
         self._awaited = False
 
-    @classmethod
-    def failed(cls, error: BaseException) -> Resolved[Any]:
-        """A rejected result: ``await`` raises ``error``."""
-        result: Resolved[Any] = Resolved(None)
-        result._error = error
-        return result
-
     def __await__(self) -> Generator[Any, None, T]:
         self._awaited = True
         if self._error is not None:
             raise self._error
         return self._value
         yield  # unreachable: makes this a generator that finishes without suspending
-
-    def result(self) -> T:
-        """The value, or raise the error (for synchronous callers and tests)."""
-        self._awaited = True
-        if self._error is not None:
-            raise self._error
-        return self._value
 
     def __del__(self) -> None:
         # The equivalent of an unhandled promise rejection: never silently lose a storage error.
@@ -59,3 +49,10 @@ class Resolved(Generic[T]):
     def __repr__(self) -> str:
         state = f"error={self._error!r}" if self._error is not None else f"value={self._value!r}"
         return f"<Resolved {state}>"
+
+
+def rejected(error: BaseException) -> Resolved[Any]:
+    """A rejected result: ``await`` raises ``error`` (a storage promise that failed)."""
+    result: Resolved[Any] = Resolved(None)
+    result._error = error
+    return result

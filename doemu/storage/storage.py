@@ -1,11 +1,12 @@
-"""``ObjectStorage``: one Durable Object's storage, i.e. Cloudflare's ``ctx.storage``.
+"""``ObjectStorage``: one Durable Object's storage, as the runtime holds it.
 
-The Cloudflare surface is spelled as on Cloudflare, in camelCase with no snake_case aliases
-(``sql``, ``kv``, ``get``/``put``/``delete``/``list``/``deleteAll``,
-``getAlarm``/``setAlarm``/``deleteAlarm``, ``transaction``, ``transactionSync``, ``sync``), so
-user code deploys unchanged. The runtime drives the object's lifecycle through snake_case methods
-that are *not* part of that surface: ``commit`` (the output gate), ``rollback`` (``ctx.abort``),
-``close``, ``get_meta``/``set_meta``.
+It implements Cloudflare's surface, spelled as on Cloudflare in camelCase (``sql``, ``kv``,
+``get``/``put``/``delete``/``list``/``deleteAll``, ``getAlarm``/``setAlarm``/``deleteAlarm``,
+``transaction``, ``transactionSync``, ``sync``), and the runtime drives the object's lifecycle
+through snake_case methods that are *not* part of it: ``commit`` (the output gate), ``rollback``
+(``ctx.abort``), ``close``, ``get_meta``/``set_meta`` and the alarm-delivery hooks. User code never
+holds this object: ``ctx.storage`` is :attr:`ObjectStorage.api`, a
+:class:`~doemu.storage.api.DurableObjectStorage` with Cloudflare's names only.
 
 No storage call ever yields to the event loop. The async methods finish their work before
 returning an already-settled awaitable, so read-modify-write sequences between two real awaits
@@ -23,12 +24,13 @@ from doemu.clock import Clock
 from doemu.errors import StorageError
 from doemu.storage import messages
 from doemu.storage.alarms import AlarmStore
+from doemu.storage.api import DurableObjectStorage
 from doemu.storage.connection import StorageConnection, internal_sql
 from doemu.storage.files import ObjectFiles
 from doemu.storage.kv import KvStore
 from doemu.storage.limits import StorageLimits
 from doemu.storage.operations import AsyncKvMethods
-from doemu.storage.resolved import Resolved
+from doemu.storage.resolved import Resolved, rejected
 from doemu.storage.sql import SqlStorage
 from doemu.storage.sync_kv import SyncKvStorage
 from doemu.storage.transactions import (
@@ -95,6 +97,8 @@ class ObjectStorage(AsyncKvMethods):
         self._sql = SqlStorage(self._conn)
         self._sync_kv = SyncKvStorage(self._conn, self._kv)
         self._transactions = TransactionGate(self._conn, self._kv, self._alarms, exclusive)
+        #: What user code gets as ``ctx.storage``.
+        self.api = DurableObjectStorage(self)
 
     def _after_commit(self) -> None:
         self._alarms.after_commit()
@@ -125,12 +129,16 @@ class ObjectStorage(AsyncKvMethods):
         """Delete all SQL tables, all KV data and the alarm, atomically with the turn."""
         try:
             self._conn.check_open()
+            if self._conn.in_savepoint:
+                # workerd: inside transaction()/transactionSync(), ctx.storage is part of the
+                # transaction, and deleteAll() fails there as txn.deleteAll() does.
+                raise StorageError(messages.DELETE_ALL_IN_TXN)
             drop_user_schema(self._conn)
             self._kv.clear()
             self._alarms.delete()
             return Resolved(None)
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     async def transaction(
         self, closure: Callable[[Transaction], Any], options: Mapping[str, Any] | None = None
@@ -155,7 +163,7 @@ class ObjectStorage(AsyncKvMethods):
             self._conn.commit()
             return Resolved(None)
         except Exception as exc:
-            return Resolved.failed(exc)
+            return rejected(exc)
 
     # -- runtime-facing (not part of the Cloudflare surface) ------------------------------------
 

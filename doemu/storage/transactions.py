@@ -109,7 +109,8 @@ class Transaction(AsyncKvMethods):
         self._rolled_back = True
 
     def deleteAll(self, options: Any = None) -> None:
-        """Not allowed inside a transaction, as on Cloudflare."""
+        """Not allowed inside a transaction: workerd's ``DurableObjectTransaction::deleteAll``
+        exists only to throw this error."""
         raise StorageError(messages.DELETE_ALL_IN_TXN)
 
     def _finish(self) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import ManualClock
+from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
 
@@ -56,6 +57,7 @@ class WorkerHarness:
         self._limits = limits
         self._rng = random.Random(seed)
         self.runtime = self._new_runtime()
+        self.control = RuntimeControl(self.runtime)
 
     @classmethod
     def from_config(cls, config: Path | str, **kwargs: Any) -> WorkerHarness:
@@ -113,6 +115,7 @@ class WorkerHarness:
         """
         await self.runtime.close()
         self.runtime = self._new_runtime()
+        self.control = RuntimeControl(self.runtime)
         await self.runtime.start()
 
     # -- access --------------------------------------------------------------------------------
@@ -121,7 +124,7 @@ class WorkerHarness:
         return self.runtime.env
 
     def stub(self, binding: str, name: str) -> Any:
-        return self.runtime.namespace(binding).stub_namespace.getByName(name)
+        return self.runtime.stub_namespace(binding).getByName(name)
 
     def object_ids(self, binding: str) -> list[str]:
         """Every object of ``binding`` that has storage on disk."""
@@ -141,24 +144,26 @@ class WorkerHarness:
         Each due timer fires at its own time and its work (an alarm handler, a retry) runs to
         completion before time moves on, so a 10-minute advance replays retries exactly.
         """
-        await self.runtime.advance(ms)
+        await self.control.advance(ms)
 
     async def run_alarm(self, binding: str, name: str) -> bool:
         """Deliver the object's pending alarm now (False if it has none)."""
-        return await self.runtime.run_alarm_now(binding, name)
+        return await self.control.run_alarm(binding, name)
 
     async def get_alarm(self, binding: str, name: str) -> float | None:
-        host = self.runtime.host(binding, name)
-        return self.runtime.scheduler.get(host.key)
+        """The object's pending alarm (ms), as the admin API reports it; None without one."""
+        return self.control.pending_alarm(binding, name)
 
-    async def evict(self, binding: str, name: str) -> None:
-        await self.runtime.evict(binding, name)
+    async def evict(self, binding: str, name: str) -> bool:
+        """Evict gracefully; False if the object was not live (or a socket pins it)."""
+        return await self.control.evict(binding, name)
 
     async def evict_all(self) -> int:
-        return await self.runtime.evict_all()
+        return await self.control.evict_all()
 
-    def reset(self, binding: str, name: str, reason: str | None = None) -> None:
-        self.runtime.reset(binding, name, reason)
+    def reset(self, binding: str, name: str, reason: str | None = None) -> bool:
+        """Abort in-flight work and drop the instance; False if it was not live."""
+        return self.control.reset(binding, name, reason)
 
 
 def _class_name(cls: type | ClassSpec) -> str:

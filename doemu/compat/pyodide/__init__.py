@@ -4,8 +4,6 @@ doemu installs this package as ``sys.modules["pyodide"]`` and its ``ffi`` module
 ``sys.modules["pyodide.ffi"]``. There is no ``pyodide.http`` (outbound ``pyfetch``) in doemu.
 """
 
-from __future__ import annotations
-
 from . import ffi
 
 __all__ = ["ffi"]

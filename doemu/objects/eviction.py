@@ -20,12 +20,9 @@ import itertools
 import logging
 import random
 import resource
-from typing import TYPE_CHECKING
 
-from .clock import Clock, TimerHandle
-
-if TYPE_CHECKING:
-    from .host import ObjectHost
+from ..clock import Clock, TimerHandle
+from .services import Evictable
 
 __all__ = ["DEFAULT_MAX_LIVE", "EvictionManager", "default_live_cap"]
 
@@ -67,8 +64,8 @@ class EvictionManager:
         self._range_ms = (low * 1000.0, high * 1000.0)
         self._rng = rng or random.Random()
         self.max_live = max_live if max_live is not None else default_live_cap()
-        self._live: collections.OrderedDict[ObjectHost, None] = collections.OrderedDict()
-        self._heap: list[tuple[float, int, ObjectHost]] = []
+        self._live: collections.OrderedDict[Evictable, None] = collections.OrderedDict()
+        self._heap: list[tuple[float, int, Evictable]] = []
         self._seq = itertools.count()
         self._timer: TimerHandle | None = None
         self._timer_at: float | None = None
@@ -78,7 +75,7 @@ class EvictionManager:
     def live_count(self) -> int:
         return len(self._live)
 
-    def live_hosts(self) -> list[ObjectHost]:
+    def live_hosts(self) -> list[Evictable]:
         return list(self._live)
 
     def draw_window_ms(self) -> float:
@@ -86,17 +83,17 @@ class EvictionManager:
         return low if low == high else self._rng.uniform(low, high)
 
     # -- notifications from hosts -------------------------------------------------------------
-    def activated(self, host: ObjectHost) -> None:
+    def activated(self, host: Evictable) -> None:
         self._live[host] = None
         self._live.move_to_end(host)
         if len(self._live) > self.max_live:
             self._evict_lru(exclude=host)
 
-    def deactivated(self, host: ObjectHost) -> None:
+    def deactivated(self, host: Evictable) -> None:
         self._live.pop(host, None)
         host.idle_deadline = None
 
-    def idle(self, host: ObjectHost) -> None:
+    def idle(self, host: Evictable) -> None:
         """``host`` has nothing in flight any more: start its idle window."""
         if not host.live:
             return
@@ -111,7 +108,7 @@ class EvictionManager:
                 self._arm(deadline)
 
     # -- internals -----------------------------------------------------------------------------
-    def _evict_lru(self, exclude: ObjectHost) -> None:
+    def _evict_lru(self, exclude: Evictable) -> None:
         # Scanned from the least recently used end, stopping at the first idle object: a copy
         # of the whole live set per activation (1,000 hosts by default) cost more than the
         # eviction itself once every new object evicts an old one.

@@ -13,8 +13,8 @@ from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
-from .events import EventBus, LifecycleEvent
-from .inspection import jsonable
+from ...events import EventBus, LifecycleEvent
+from ...inspection.readers import jsonable
 
 __all__ = ["EventStream"]
 

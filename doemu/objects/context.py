@@ -1,22 +1,37 @@
 """``ctx``: the ``DurableObjectState`` each object receives as its constructor's first argument.
 
-It is a thin, per-activation view onto the object's :class:`~doemu.host.ObjectHost`. A new ``ctx``
-is built for every activation, so code holding a ``ctx`` from before an eviction or reset cannot
-reach the new instance's storage by accident.
+It is a thin, per-activation view onto the object's host. A new ``ctx`` is built for every
+activation, so code holding a ``ctx`` from before an eviction or reset cannot reach the new
+instance's storage by accident. It has Cloudflare's names only: what the runtime needs of an
+object goes through the host, never through ``ctx``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
-from .ids import DurableObjectId
-
-if TYPE_CHECKING:
-    from .host import ObjectHost
-    from .storage import ObjectStorage
+from ..ids import DurableObjectId
+from ..sockets.registry import SocketRegistry
+from ..storage import DurableObjectStorage
 
 __all__ = ["DurableObjectState"]
+
+
+class _Host(Protocol):
+    """What ``ctx`` forwards to (the object host)."""
+
+    @property
+    def id(self) -> DurableObjectId: ...
+
+    @property
+    def sockets(self) -> SocketRegistry: ...
+
+    def wait_until(self, awaitable: Awaitable[Any]) -> None: ...
+
+    def block_concurrency_while(self, fn: Callable[[], Any]) -> Awaitable[Any]: ...
+
+    def abort(self, reason: str | None) -> NoReturn: ...
 
 
 class DurableObjectState:
@@ -25,9 +40,9 @@ class DurableObjectState:
     __slots__ = ("_host", "id", "storage")
 
     id: DurableObjectId
-    storage: ObjectStorage
+    storage: DurableObjectStorage
 
-    def __init__(self, host: ObjectHost, storage: ObjectStorage) -> None:
+    def __init__(self, host: _Host, storage: DurableObjectStorage) -> None:
         self._host = host
         self.id = host.id
         self.storage = storage

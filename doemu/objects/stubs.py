@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import clone
-from .compat import call_relaxed, workers
-from .errors import DoemuError, ObjectResetError, RpcError
+from .. import clone
+from ..compat import call_relaxed, workers
+from ..errors import DoemuError, ObjectResetError, RpcError
+from ..ids import DurableObjectId
 from .host import ObjectHost, current_host
-from .ids import DurableObjectId
-
-if TYPE_CHECKING:
-    from .runtime import Namespace
+from .namespace import Namespace
 
 __all__ = ["DurableObjectNamespace", "DurableObjectStub"]
 
@@ -101,17 +99,15 @@ class DurableObjectStub:
         try:
             response = await _invoke(host, "fetch", invoke)
         except BaseException:
-            host.sockets.discard_uncoupled(None)  # accepted during a fetch that then failed
+            host.sockets.fetch_ended(None)  # sockets accepted during a fetch that then failed
             raise
-        client = response._web_socket if isinstance(response, workers.Response) else None
-        host.sockets.discard_uncoupled(getattr(client, "_peer", None))
         if not isinstance(response, workers.Response):
+            host.sockets.fetch_ended(None)
             raise RpcError(
                 f"fetch() of {self._ns.class_name} must return a Response, "
                 f"got {type(response).__name__}"
             )
-        if client is not None:
-            _pin_if_not_hibernatable(host, client)
+        host.sockets.fetch_ended(response._web_socket)
         return response
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
@@ -163,24 +159,8 @@ async def _invoke(host: ObjectHost, kind: str, fn: Callable[[Any], Any]) -> Any:
     if current_host.get() is None:
         return await host.call(kind, fn)
     task = asyncio.ensure_future(host.call(kind, fn))
-    host.runtime.track(task)
+    host.track(task)
     return await asyncio.shield(task)
-
-
-def _pin_if_not_hibernatable(host: ObjectHost, client: Any) -> None:
-    """A socket the object handles itself (``server.accept()``) keeps the object in memory."""
-    server = getattr(client, "_peer", None)
-    if server is None or not getattr(server, "_dispatching", False):
-        return
-    host.sockets.pin(server)
-
-    def release(_event: Any) -> None:
-        host.sockets.unpin(server)
-        if not host.busy and host.live:
-            host.runtime.eviction.idle(host)
-
-    server.addEventListener("close", release)
-    server.addEventListener("error", release)
 
 
 def _gate_caller() -> None:

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .errors import DoemuError
+from ...errors import DoemuError
 
 __all__ = ["AdminClient", "AdminUnavailable"]
 

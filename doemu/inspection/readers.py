@@ -4,7 +4,7 @@ Inspection never goes through a live object's connection: it opens the file read
 (``mode=ro``; WAL lets a reader run beside the writer), so looking at an object can neither wake
 it, block it, nor write to it, and it sees exactly what has been committed. Writes requested
 through the admin API are routed through the object's own event queue instead (see
-``doemu.admin``).
+``doemu.server.admin``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import aiosqlite
 
-from . import clone
-from .errors import SqlError
+from .. import clone
+from ..errors import SqlError
 
 __all__ = ["ReadOnlySqlError", "jsonable", "read_kv", "read_meta", "read_names", "read_sql"]
 

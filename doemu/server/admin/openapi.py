@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the admin API (served at ``/__doemu/api/openapi.json``).
 
 Written by hand, next to the routes it describes: the test suite checks that its paths and
-methods are exactly the routes ``doemu.admin`` serves, so the two cannot drift apart.
+methods are exactly the routes ``doemu.server.admin`` serves, so the two cannot drift apart.
 """
 
 from __future__ import annotations

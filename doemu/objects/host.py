@@ -18,23 +18,18 @@ import asyncio
 import enum
 import inspect
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-from .alarms import MAX_ALARM_RETRIES, AlarmInfo, retry_delay_ms
-from .clock import TimerHandle
-from .compat import as_js_buffer, call_relaxed
+from ..clock import TimerHandle
+from ..errors import BlockConcurrencyTimeoutError, ObjectResetError
+from ..ids import DurableObjectId
+from ..persist import object_file
+from ..sockets.registry import SocketRegistry
+from ..storage import ObjectStorage
 from .context import DurableObjectState
-from .errors import BlockConcurrencyTimeoutError, ObjectResetError
-from .hibernation import SocketRegistry
-from .ids import DurableObjectId
-from .socket_events import SocketEvent, collector
-from .storage import ObjectStorage
-
-if TYPE_CHECKING:
-    from .runtime import Namespace
+from .services import HostServices, ObjectClass
 
 __all__ = [
     "BLOCK_CONCURRENCY_TIMEOUT_MESSAGE",
@@ -68,9 +63,16 @@ class Lifecycle(enum.Enum):
 class ObjectHost:
     """Owns one object: its instance, storage connection, in-flight events and sockets."""
 
-    def __init__(self, namespace: Namespace, object_id: DurableObjectId) -> None:
-        self.namespace = namespace
-        self.runtime = namespace.runtime
+    def __init__(
+        self,
+        kind: ObjectClass,
+        object_id: DurableObjectId,
+        services: HostServices,
+        forget: Callable[[ObjectHost], None],
+    ) -> None:
+        self.kind = kind
+        self._services = services
+        self._forget = forget
         self.id: DurableObjectId = object_id
         self.hex_id = str(object_id)
         self.state = Lifecycle.EVICTED
@@ -79,7 +81,7 @@ class ObjectHost:
         self.ctx: DurableObjectState | None = None
         self.generation = 0
         self.inflight = 0
-        self.last_activity = self.runtime.clock.now()
+        self.last_activity = services.clock.now()
         self.sockets = SocketRegistry(self)
         self._events: dict[asyncio.Task[Any], int] = {}
         self._quiet: asyncio.Event | None = None
@@ -87,14 +89,14 @@ class ObjectHost:
         self._blockers: list[asyncio.Task[Any]] = []
         self._reset_reason: dict[asyncio.Task[Any], ObjectResetError] = {}
         self.last_reset: ObjectResetError | None = None
-        # Eviction bookkeeping (owned by doemu.eviction).
+        # Eviction bookkeeping (owned by doemu.objects.eviction).
         self.idle_deadline: float | None = None
         self.in_idle_heap = False
 
     # -- introspection ----------------------------------------------------------------------
     @property
     def key(self) -> tuple[str, str]:
-        return (self.namespace.unique_key, self.hex_id)
+        return (self.kind.unique_key, self.hex_id)
 
     @property
     def live(self) -> bool:
@@ -107,18 +109,16 @@ class ObjectHost:
 
     # -- activation -------------------------------------------------------------------------
     def _activate(self) -> None:
-        ns = self.namespace
-        cls = ns.cls
-        storage = ObjectStorage(
-            ns.object_path(self.hex_id),
-            clock=self.runtime.clock,
-            sql_enabled=ns.sql_enabled,
-            limits=self.runtime.limits,
+        kind = self.kind
+        cls = kind.cls
+        services = self._services
+        storage = services.open_storage(
+            object_file(kind.directory, self.hex_id),
+            sql_enabled=kind.spec.sql,
             has_alarm_handler=callable(getattr(cls, "alarm", None)),
             on_alarm_commit=self._on_alarm_commit,
             # An async transaction() holds the input gate, as on workerd.
             exclusive=self.block_concurrency_while,
-            files=self.runtime.files,
         )
         try:
             stored_name = storage.get_meta("name")
@@ -131,21 +131,19 @@ class ObjectHost:
             storage.close()
             raise
         self.storage = storage
-        self.ctx = DurableObjectState(self, storage)
+        self.ctx = DurableObjectState(self, storage.api)
         self.state = Lifecycle.CONSTRUCTING
         token = current_host.set(self)
         try:
-            self.instance = cls(self.ctx, ns.runtime.env)
+            self.instance = cls(self.ctx, services.env)
         except BaseException:
             self._teardown(commit=False)
             raise
         finally:
             current_host.reset(token)
         self.state = Lifecycle.ACTIVE
-        self.runtime.eviction.activated(self)
-        self.runtime.events.emit(
-            "constructed", binding=ns.binding, id=self.hex_id, name=self.id.name
-        )
+        services.activated(self)
+        services.emit("constructed", binding=kind.binding, id=self.hex_id, name=self.id.name)
 
     async def _ready(self) -> None:
         """Activate if needed and wait until no blockConcurrencyWhile callback is running."""
@@ -169,10 +167,10 @@ class ObjectHost:
         :class:`ObjectResetError` — so a caller that is itself another object's event sees an
         error from the call, not a cancellation of its own work.
         """
-        runtime = self.runtime
-        if runtime.closed:
+        services = self._services
+        if services.closed:
             raise ObjectResetError("The doemu runtime is shutting down.")
-        if kind != "alarm" and runtime.scheduler.preempting():
+        if kind != "alarm" and services.preempting():
             await asyncio.sleep(0)  # due alarm deliveries first (see AlarmScheduler.preempting)
         task = asyncio.current_task()
         assert task is not None
@@ -212,7 +210,7 @@ class ObjectHost:
             else:
                 self._reset_reason.pop(task, None)
             self.inflight -= 1
-            self.last_activity = self.runtime.clock.now()
+            self.last_activity = services.clock.now()
             if not self.busy:
                 self._settled()
 
@@ -226,9 +224,9 @@ class ObjectHost:
     def _settled(self) -> None:
         """Nothing is in flight any more: start the idle window (or forget a dead host)."""
         if self.live:
-            self.runtime.eviction.idle(self)
+            self._services.idle(self)
         else:
-            self.namespace.forget(self)  # reset while events were in flight
+            self._forget(self)  # reset while events were in flight
         if self._quiet is not None:
             self._quiet.set()
 
@@ -270,7 +268,7 @@ class ObjectHost:
 
         task = loop.create_task(runner())
         self._blockers.append(task)
-        clock = self.runtime.clock
+        clock = self._services.clock
         timer: TimerHandle = clock.call_at(
             clock.now() + BLOCK_CONCURRENCY_TIMEOUT_MS,
             lambda: self._block_timeout(task, generation),
@@ -317,18 +315,14 @@ class ObjectHost:
         self._blockers.clear()
         self._wait_until.clear()
         self._teardown(commit=False)
-        self.runtime.events.emit(
-            "reset", binding=self.namespace.binding, id=self.hex_id, reason=reason
-        )
+        self._services.emit("reset", binding=self.kind.binding, id=self.hex_id, reason=reason)
 
     def evict_now(self) -> None:
         """Drop the instance (graceful: pending writes are committed). Sockets stay connected."""
         if self.state is Lifecycle.EVICTED:
             return
         self._teardown(commit=True)
-        self.runtime.events.emit(
-            "evicted", binding=self.namespace.binding, id=self.hex_id, name=self.id.name
-        )
+        self._services.emit("evicted", binding=self.kind.binding, id=self.hex_id, name=self.id.name)
 
     async def evict(self) -> bool:
         """Graceful eviction: wait for in-flight work to drain, then drop the instance.
@@ -359,183 +353,23 @@ class ObjectHost:
         self.instance = None
         self.state = Lifecycle.EVICTED
         self.generation += 1
-        self.runtime.eviction.deactivated(self)
+        self._services.deactivated(self)
         if not self.busy:
             self._settled()
 
-    # -- hibernatable WebSocket events ------------------------------------------------------------
-    def deliver_socket_message(self, ws: Any, message: str | bytes) -> None:
-        """A frame arrived for a hibernatable socket: auto-respond, or wake the object."""
-        pair = self.sockets.auto_response
-        if pair is not None and isinstance(message, str) and message == pair.request:
-            peer = getattr(ws, "_peer", None)
-            if peer is not None:
-                peer._receive(pair.response)  # answered without waking the object
-            self.sockets.note_auto_response(ws, self.runtime.clock.now())
-            return
-        data = as_js_buffer(message) if isinstance(message, bytes) else message
-        self._spawn_socket_event(
-            "webSocketMessage", lambda inst: call_relaxed(inst.webSocketMessage, ws, data)
-        )
+    # -- what the socket registry needs (see doemu.sockets.registry.SocketOwner) ------------------
+    def now(self) -> float:
+        return self._services.clock.now()
 
-    def deliver_socket_close(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
-        self.sockets.remove(ws)  # gone even if the handler (or the constructor) fails
+    def track(self, task: asyncio.Task[Any]) -> None:
+        self._services.track(task)
 
-        def run(inst: Any) -> Any:
-            handler = getattr(inst, "webSocketClose", None)
-            return None if handler is None else call_relaxed(handler, ws, code, reason, was_clean)
+    def unpinned(self) -> None:
+        if not self.busy and self.live:
+            self._services.idle(self)
 
-        self._spawn_socket_event("webSocketClose", run)
-
-    def deliver_socket_error(self, ws: Any, error: BaseException) -> None:
-        self.sockets.remove(ws)
-
-        def run(inst: Any) -> Any:
-            handler = getattr(inst, "webSocketError", None)
-            return None if handler is None else call_relaxed(handler, ws, error)
-
-        self._spawn_socket_event("webSocketError", run)
-
-    def _spawn_socket_event(self, kind: str, fn: Callable[[Any], Any]) -> None:
-        """Start a socket event: eagerly while the server hands over a network frame, else a task.
-
-        During :func:`collect_socket_events` the event is handed back to the server, which runs
-        the handler's first step in its own task right away (see :class:`SocketEvent`); anywhere
-        else (a pair whose both ends live in-process) it becomes a task, so user code never
-        re-enters another handler from inside ``send()``.
-        """
-        coro = self._socket_event(kind, fn, self.sockets.order.arrive(), self.last_reset)
-        collected = collector()
-        if collected is not None:
-            collected.append(SocketEvent(self, coro))
-            return
-        task = asyncio.get_running_loop().create_task(coro)
-        self.runtime.track(task)
-
-    async def _socket_event(
-        self,
-        kind: str,
-        fn: Callable[[Any], Any],
-        turn: asyncio.Future[None] | None,
-        reset_before: ObjectResetError | None,
-    ) -> None:
-        """One socket event under the object's gates, started in arrival order; logs errors."""
-        order = self.sockets.order
-        holding = True  # this event holds its turn until the handler starts
-
-        def start(instance: Any) -> Any:
-            nonlocal holding
-            holding = False
-            order.started()
-            return fn(instance)
-
-        try:
-            if turn is not None:
-                try:
-                    await turn
-                except BaseException:
-                    holding = False
-                    order.leave(turn)
-                    raise
-                reset = self.last_reset
-                if reset is not reset_before and reset is not None:
-                    # The object was reset while this event queued behind an earlier one at its
-                    # gate: it fails like the events that were waiting inside the gate.
-                    raise type(reset)(reset.reason)
-            await self.call(kind, start)
-        except Exception:
-            _log.exception("%s handler of %s raised", kind, self.hex_id)
-        finally:
-            if holding:  # ended (constructor failure, reset) without starting the handler
-                order.started()
-
-    # -- alarms -------------------------------------------------------------------------------
     def _on_alarm_commit(self, when: float | None) -> None:
-        self.runtime.alarm_committed(self, when)
-
-    async def deliver_alarm(self, scheduled: float) -> None:
-        """Run the ``alarm`` handler for an alarm due at ``scheduled`` (called by the scheduler)."""
-        runtime = self.runtime
-        retry_count = runtime.alarm_retry_count(self.key, scheduled)
-        info = AlarmInfo(retry_count, retry_count > 0, scheduled)
-        outcome: dict[str, Any] = {}
-
-        def handler(instance: Any) -> Any:
-            storage = self.storage
-            assert storage is not None
-            stored = storage.alarm_time()
-            if stored is None:
-                outcome["skipped"] = True  # deleted since it was scheduled
-                return None
-            if stored > runtime.clock.now():
-                # Moved later (or the clock stepped back): keep it scheduled, never drop it.
-                outcome["skipped"] = True
-                runtime.scheduler.set(self.key, stored)
-                return None
-            storage.begin_alarm_delivery(stored)
-            outcome["storage"] = storage
-            method = getattr(instance, "alarm", None)
-            if method is None:
-                return None
-            return call_relaxed(method, info)
-
-        try:
-            await self.call("alarm", handler)
-        except Exception as exc:
-            # A reset of this object (or an error from an object it called) is a failed
-            # delivery like any other: the alarm is retried, never silently dropped.
-            self._alarm_failed(info, exc, outcome.get("storage"))
-            return
-        if outcome.get("skipped"):
-            return
-        storage = self.storage
-        delivered: ObjectStorage | None = outcome.get("storage")
-        if storage is not None and storage is delivered:
-            if not storage.end_alarm_delivery(success=True):
-                storage.commit()
-        runtime.alarm_succeeded(self.key)
-        runtime.events.emit(
-            "alarm.fired", binding=self.namespace.binding, id=self.hex_id, retryCount=retry_count
-        )
-
-    def _alarm_failed(
-        self, info: AlarmInfo, exc: BaseException, delivered_on: ObjectStorage | None
-    ) -> None:
-        runtime = self.runtime
-        storage = self.storage
-        if storage is None or storage is not delivered_on:
-            # The constructor failed, or the object was reset mid-handler: retry as failed.
-            storage_touched = False
-        else:
-            storage_touched = storage.end_alarm_delivery(success=False)
-        binding = self.namespace.binding
-        if storage_touched:
-            runtime.alarm_succeeded(self.key)  # setAlarm inside the handler cancels the retry
-            return
-        if info.retryCount >= MAX_ALARM_RETRIES:
-            _log.error("alarm of %s failed after %d retries; dropped", self.hex_id, info.retryCount)
-            runtime.drop_alarm(self)
-            runtime.events.emit("alarm.dropped", binding=binding, id=self.hex_id, error=str(exc))
-            return
-        # Whole milliseconds, as every stored alarm time is (the alarm table stores integers).
-        delay = retry_delay_ms(info.retryCount, runtime.rng)
-        retry_at = float(math.ceil(runtime.clock.now() + delay))
-        _log.warning(
-            "alarm of %s raised %r; retry %d in %.1f s",
-            self.hex_id,
-            exc,
-            info.retryCount + 1,
-            (retry_at - runtime.clock.now()) / 1000,
-        )
-        runtime.schedule_alarm_retry(self, retry_at, info.retryCount + 1)
-        runtime.events.emit(
-            "alarm.retried",
-            binding=binding,
-            id=self.hex_id,
-            retryCount=info.retryCount + 1,
-            retryAt=retry_at,
-            error=str(exc),
-        )
+        self._services.alarm_committed(self.key, when, self.id.name)
 
 
 class _ResetAware:

@@ -1,14 +1,9 @@
-"""Durable alarms: the per-namespace alarm table, one scheduler for all objects, retries.
+"""One scheduler for every alarm of the runtime: a heap of due times and a single timer.
 
-Each object's alarm lives twice: in the object's own file (what ``getAlarm()`` reads) and in the
-namespace's ``metadata.sqlite`` table ``_cf_ALARM(actor_id, scheduled_time, actor_name)``, which is
-what start-up reads. Reading one small table instead of opening every object file is what lets a
-runtime with 100,000 objects find its pending alarms in well under a second, and it is why an
-alarm set before a SIGKILL fires after the restart with no request to its object.
-
-The scheduler keeps a heap of due times and arms a single clock timer for the earliest one, so
-there is one timer however many objects have alarms. Delivery and the retry decision belong to the
-object host; this module only says *when* and *how long to back off*.
+There is one timer however many objects have alarms, and at most
+:data:`MAX_CONCURRENT_DELIVERIES` deliveries run at once (see :meth:`AlarmScheduler._start_due`).
+The scheduler only says *when*; what a delivery does, and what happens when it fails, is
+:mod:`doemu.alarms.service`'s business.
 """
 
 from __future__ import annotations
@@ -18,28 +13,14 @@ import functools
 import heapq
 import itertools
 import logging
-import random
-import sqlite3
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .clock import Clock, TimerHandle
+from ..clock import Clock, TimerHandle
 
-__all__ = [
-    "MAX_ALARM_RETRIES",
-    "AlarmInfo",
-    "AlarmKey",
-    "AlarmScheduler",
-    "AlarmTable",
-    "retry_delay_ms",
-]
+__all__ = ["MAX_CONCURRENT_DELIVERIES", "AlarmKey", "AlarmScheduler", "Deliver"]
 
 _log = logging.getLogger("doemu.alarms")
-
-#: A failing alarm handler is retried at most this many times, then the alarm is dropped.
-MAX_ALARM_RETRIES = 6
 
 #: Alarm handlers running at once. A restart can find thousands of overdue alarms; delivering
 #: them all at once would monopolise the loop, so the server could not answer anything else.
@@ -48,70 +29,7 @@ MAX_CONCURRENT_DELIVERIES = 32
 #: (namespace unique key, 64-hex actor id)
 AlarmKey = tuple[str, str]
 
-
-@dataclass(frozen=True, slots=True)
-class AlarmInfo:
-    """What ``alarm(alarm_info)`` receives, with Cloudflare's field names."""
-
-    retryCount: int
-    isRetry: bool
-    scheduledTime: float
-
-
-def retry_delay_ms(retry_count: int, rng: random.Random) -> float:
-    """Back-off before retry ``retry_count + 1``: 2, 4, 8, 16, 32, 64 s plus 0–25 % jitter."""
-    base = 2000.0 * float(2**retry_count)
-    return base * (1.0 + 0.25 * rng.random())
-
-
-class AlarmTable:
-    """``_cf_ALARM`` in one namespace's ``metadata.sqlite``.
-
-    Writes are synchronous and tiny (one row) because they happen on the commit path of the
-    object's own transaction, before any output leaves the object; the start-up scan, which may
-    read thousands of rows, goes through aiosqlite so the loop stays responsive.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS _cf_ALARM ("
-            "actor_id TEXT PRIMARY KEY, scheduled_time INTEGER NOT NULL, actor_name TEXT)"
-        )
-
-    def set(self, actor_id: str, scheduled_ms: float, actor_name: str | None) -> None:
-        self._conn.execute(
-            "INSERT INTO _cf_ALARM(actor_id, scheduled_time, actor_name) VALUES (?, ?, ?) "
-            "ON CONFLICT(actor_id) DO UPDATE SET scheduled_time = excluded.scheduled_time, "
-            "actor_name = coalesce(excluded.actor_name, _cf_ALARM.actor_name)",
-            (actor_id, round(scheduled_ms), actor_name),
-        )
-
-    def delete(self, actor_id: str) -> None:
-        self._conn.execute("DELETE FROM _cf_ALARM WHERE actor_id = ?", (actor_id,))
-
-    def get(self, actor_id: str) -> float | None:
-        row = self._conn.execute(
-            "SELECT scheduled_time FROM _cf_ALARM WHERE actor_id = ?", (actor_id,)
-        ).fetchone()
-        return None if row is None else float(row[0])
-
-    async def load_all(self) -> list[tuple[str, float, str | None]]:
-        """Every persisted alarm as ``(actor_id, scheduled_ms, actor_name)``."""
-        import aiosqlite  # only this scan needs it: importing the module does not pay for it
-
-        async with aiosqlite.connect(self.path) as db:
-            cursor = await db.execute("SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM")
-            rows = await cursor.fetchall()
-        return [(str(r[0]), float(r[1]), None if r[2] is None else str(r[2])) for r in rows]
-
-    def close(self) -> None:
-        self._conn.close()
-
-
+#: What the scheduler calls (as a task) when an alarm is due: ``deliver(key, scheduled_ms)``.
 Deliver = Callable[[AlarmKey, float], Coroutine[Any, Any, None]]
 
 

@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from . import __version__
-from .config import DoemuSettings, Loop, WorkerConfig, display_path
-from .errors import DoemuError
+from .. import __version__
+from ..config import DoemuSettings, Loop, WorkerConfig, display_path
+from ..errors import DoemuError
 
 if TYPE_CHECKING:
     import uvicorn
 
-    from .loader import LoadedWorker
-    from .runtime import Runtime
+    from ..loader import LoadedWorker
+    from ..runtime import Runtime
 
 __all__ = [
     "http_url",
@@ -65,7 +65,7 @@ def http_url(host: str, port: int) -> str:
 
 def load_worker(worker: WorkerConfig) -> LoadedWorker:
     """Import the worker; exceptions raised by the user's own code keep their traceback."""
-    from . import loader
+    from .. import loader
 
     try:
         loaded = loader.load_worker(worker)
@@ -171,11 +171,12 @@ class _WebSocketProtocol(asyncio.Protocol):
     it the ``importlib.metadata`` that ``websockets.version`` pulls in) before the first request
     can be served; a restart's first request is rarely an upgrade, so that import waits for one.
     uvicorn only ever calls the class it is given (``ws_protocol_class(config=…, …)``), so
-    ``__new__`` returns an instance of :func:`doemu.ws_protocol.uvicorn_ws_protocol`'s protocol.
+    ``__new__`` returns an instance of the protocol of
+    :func:`doemu.sockets.protocol.uvicorn_ws_protocol`.
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> asyncio.Protocol:  # type: ignore[misc]
-        from .ws_protocol import uvicorn_ws_protocol
+        from ..sockets.protocol import uvicorn_ws_protocol
 
         return uvicorn_ws_protocol()(*args, **kwargs)
 
@@ -203,9 +204,9 @@ async def serve(
     """``doemu dev`` without ``--reload``: load the worker and serve it until a signal stops it."""
     import uvicorn
 
-    from .runtime import ClassSpec, Runtime
-    from .server import DoemuApp
-    from .storage import StorageLimits
+    from ..runtime import ClassSpec, Runtime
+    from ..storage import StorageLimits
+    from .app import DoemuApp
 
     loaded = load_worker(worker)
     async with contextlib.AsyncExitStack() as cleanup:
@@ -273,8 +274,8 @@ def _banner(
     for binding in worker.bindings:
         item = loaded.classes[binding.class_name]
         click.echo(f"  {binding.name} → {item.name} ({'sql' if item.sql else 'kv'}; {item.origin})")
-    if len(runtime.scheduler):
-        click.echo(f"  alarms:  {len(runtime.scheduler)} restored")
+    if len(runtime.alarms):
+        click.echo(f"  alarms:  {len(runtime.alarms)} restored")
     click.echo(f"doemu ready on {url}")
     sys.stdout.flush()
 

@@ -1,0 +1,83 @@
+"""The on-disk layout of a persist directory: the one module that knows directory and file names.
+
+```
+<persist>/
+  <uniqueKey>/               one directory per Durable Object class ("<worker>-<ClassName>")
+    metadata.sqlite          the namespace's alarm table (see doemu.alarms.table)
+    <64-hex id>.sqlite       one file per object (WAL mode: also -wal and -shm beside it)
+    .spare/                  ready-made empty object files (see doemu.storage.files)
+```
+
+It is workerd's layout for local SQLite-backed objects, so a persist directory reads the same to
+both. Object names and ids never become file names except as validated 64-hex ids: a name is
+hashed into an id first (:mod:`doemu.ids`), and :func:`object_file` refuses anything else, so no
+request can reach a path outside its namespace's directory.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import DoemuError, InvalidIdError
+from .ids import is_hex_id
+
+__all__ = [
+    "METADATA_FILE",
+    "SPARE_DIR",
+    "metadata_file",
+    "namespace_dir",
+    "object_file",
+    "spare_dir",
+    "stored_ids",
+    "unique_key",
+]
+
+#: The namespace's alarm table, beside its object files.
+METADATA_FILE = "metadata.sqlite"
+#: Where a namespace directory keeps its ready-made object files.
+SPARE_DIR = ".spare"
+_OBJECT_SUFFIX = ".sqlite"
+
+_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def unique_key(worker_name: str, class_name: str) -> str:
+    """workerd's namespace key ``<worker>-<ClassName>``, refused if it could not be a directory."""
+    key = f"{worker_name}-{class_name}"
+    if not _KEY.fullmatch(key):
+        raise DoemuError(f"cannot derive a storage directory from namespace {key!r}")
+    return key
+
+
+def namespace_dir(root: Path, key: str) -> Path:
+    """The directory of the namespace ``key`` (from :func:`unique_key`) under ``root``."""
+    if not _KEY.fullmatch(key):
+        raise DoemuError(f"cannot derive a storage directory from namespace {key!r}")
+    return root / key
+
+
+def object_file(directory: Path, hex_id: str) -> Path:
+    """The file of object ``hex_id`` in a namespace directory; only 64-hex ids are accepted."""
+    if not is_hex_id(hex_id):  # defence in depth: only validated ids become file names
+        raise InvalidIdError(f"refusing to use {hex_id!r} as an object file name")
+    return directory / f"{hex_id.lower()}{_OBJECT_SUFFIX}"
+
+
+def metadata_file(directory: Path) -> Path:
+    """The namespace's ``metadata.sqlite`` (its alarm table)."""
+    return directory / METADATA_FILE
+
+
+def spare_dir(directory: Path) -> Path:
+    """Where ready-made object files wait to be renamed into place."""
+    return directory / SPARE_DIR
+
+
+def stored_ids(directory: Path) -> list[str]:
+    """Ids of every object with a file in the namespace directory, sorted."""
+    if not directory.is_dir():
+        return []
+    return sorted(
+        path.stem for path in directory.glob(f"*{_OBJECT_SUFFIX}") if is_hex_id(path.stem)
+    )

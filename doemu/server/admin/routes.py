@@ -1,0 +1,346 @@
+"""The admin API's routes: inspect objects, run alarms now, evict, reset, move the clock.
+
+Inspection (``/objects``, ``…/kv``, read-only ``…/sql``, ``…/alarm``) reads files and tables and
+never constructs, wakes or writes to an object: looking at a system must not change it. Only the
+control routes (write SQL, ``alarm/run``, ``evict``, ``reset``, ``clock``) act on objects, through
+:class:`~doemu.control.RuntimeControl` exactly as the test harness does. Every answer is JSON;
+every refusal is an :class:`~doemu.errors.HttpError` turned into a 4xx with ``{"error": ...}``
+naming the problem, and an unexpected failure is a JSON 500 (the traceback goes to the log,
+never to the client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+import sqlite3
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ...clock import ManualClock
+from ...control import RuntimeControl
+from ...errors import DoemuError, HttpError, ObjectResetError
+from ...ids import DurableObjectId
+from ...inspection.objects import scan_namespace
+from ...inspection.readers import jsonable, read_kv, read_names, read_sql
+from ...objects import Namespace
+from ...persist import object_file
+from ...runtime import Runtime
+from .access import AccessControl, error_response
+from .events import EventStream
+from .openapi import OPENAPI
+
+__all__ = ["AdminRoutes", "build_starlette"]
+
+_log = logging.getLogger("doemu.admin")
+
+_SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
+_CLOCK_BODY = 'expected a JSON body like {"advance_ms": 1000}'
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _error_for(exc: Exception) -> Response:
+    """Map an exception raised by a route to its JSON refusal.
+
+    Bad input (ids, SQL, storage misuse) is the client's problem: 4xx with the runtime's own
+    message. A reset that raced the request is a conflict the client can retry. Anything else is a
+    bug or a failing user constructor: logged with its traceback, answered as a JSON 500.
+    """
+    if isinstance(exc, HttpError):
+        return error_response(exc.status, exc.message)
+    if isinstance(exc, ObjectResetError):
+        return error_response(409, f"the object was reset while the request ran: {exc.reason}")
+    if isinstance(exc, DoemuError | sqlite3.Error):  # bad ids, bad SQL, storage misuse
+        return error_response(400, str(exc))
+    _log.error("admin route failed", exc_info=exc)
+    return error_response(500, f"{type(exc).__name__}: {exc}")
+
+
+def _endpoint(handler: Handler) -> Handler:
+    """Run ``handler`` so that no exception escapes as a traceback or a plain-text 500."""
+
+    @functools.wraps(handler)
+    async def run(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:
+            return _error_for(exc)
+
+    return run
+
+
+def _param(request: Request, name: str) -> str:
+    """A path parameter, decoded (routing saw it percent-encoded; see the access control)."""
+    return unquote(str(request.path_params[name]))
+
+
+async def _json_body(request: Request, usage: str) -> dict[str, Any]:
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        # Also what keeps a page of another site from posting here without a CORS preflight.
+        raise HttpError(
+            415, f"{usage}, sent with 'content-type: application/json' (got {media_type!r})"
+        )
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise HttpError(400, f"{usage}; the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise HttpError(400, f"{usage}; got {type(body).__name__}")
+    return body
+
+
+def _int_query(request: Request, name: str, default: int) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise HttpError(400, f"query parameter {name!r} must be an integer >= 0, got {text!r}")
+    return value
+
+
+class AdminRoutes:
+    """The handlers of every admin route, over one runtime."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.control = RuntimeControl(runtime)
+
+    # -- addressing --------------------------------------------------------------------------------
+    def _namespace(self, binding: str) -> Namespace:
+        ns = self.runtime.bindings.get(binding)
+        if ns is None:
+            raise HttpError(
+                404,
+                f"unknown Durable Object binding {binding!r}; "
+                f"known: {sorted(self.runtime.bindings)}",
+            )
+        return ns
+
+    def _address(self, request: Request) -> tuple[Namespace, DurableObjectId]:
+        """The namespace and id a request names, without creating a host for it."""
+        ns = self._namespace(_param(request, "binding"))
+        return ns, ns.resolve(_param(request, "object"))
+
+    async def _name_of(self, ns: Namespace, object_id: DurableObjectId) -> str | None:
+        """The name an object was created from (an id in the URL does not carry it)."""
+        host = ns.hosts.get(str(object_id))
+        name = object_id.name or (host.id.name if host is not None else None)
+        if name is None:
+            [name] = await read_names([object_file(ns.kind.directory, str(object_id))])
+        return name
+
+    # -- inspection --------------------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        runtime = self.runtime
+        return JSONResponse(
+            {
+                "ok": True,
+                "worker": runtime.worker_name,
+                "persist_dir": str(runtime.persist_dir),
+                "live_objects": runtime.eviction.live_count,
+                "pending_alarms": len(runtime.alarms),
+                "clock": {"now": runtime.clock.now(), "manual": runtime.clock.manual},
+            }
+        )
+
+    async def namespaces(self, request: Request) -> Response:
+        return JSONResponse(
+            [
+                {
+                    "binding": binding,
+                    "class_name": ns.class_name,
+                    "unique_key": ns.unique_key,
+                    "sql": ns.kind.spec.sql,
+                    "live": sum(1 for h in ns.hosts.values() if h.live),
+                    "stored": len(ns.stored_ids()),
+                }
+                for binding, ns in self.runtime.bindings.items()
+            ]
+        )
+
+    async def objects(self, request: Request) -> Response:
+        binding = request.query_params.get("binding")
+        runtime = self.runtime
+        spaces = (
+            list(runtime.namespaces.values()) if binding is None else [self._namespace(binding)]
+        )
+        out: list[dict[str, Any]] = []
+        for ns in spaces:
+            # Every object with a file, plus live ones and evicted ones still holding sockets.
+            hosts = {h: host for h, host in ns.hosts.items() if host.live or len(host.sockets)}
+            names = {h: host.id.name for h, host in hosts.items()}
+            for found in await scan_namespace(ns.kind.directory, also=hosts, names=names):
+                host = hosts.get(found.id)
+                out.append(
+                    {
+                        "binding": ns.binding,
+                        "id": found.id,
+                        "name": found.name,
+                        "state": "live" if host is not None and host.live else "evicted",
+                        "alarm": runtime.alarms.pending((ns.unique_key, found.id)),
+                        "sockets": len(host.sockets) if host is not None else 0,
+                        "last_activity": host.last_activity if host is not None else None,
+                    }
+                )
+        return JSONResponse(out)
+
+    async def object_kv(self, request: Request) -> Response:
+        ns, object_id = self._address(request)
+        rows = await read_kv(
+            object_file(ns.kind.directory, str(object_id)),
+            prefix=request.query_params.get("prefix", ""),
+            limit=_int_query(request, "limit", 1000),
+        )
+        name = await self._name_of(ns, object_id)
+        return JSONResponse({"id": str(object_id), "name": name, "entries": rows})
+
+    async def object_sql(self, request: Request) -> Response:
+        ns, object_id = self._address(request)
+        body = await _json_body(request, _SQL_BODY)
+        query = body.get("query")
+        params = body.get("params", [])
+        write = body.get("write", False)
+        if not isinstance(query, str):
+            raise HttpError(400, f"{_SQL_BODY}; 'query' must be a string")
+        if not isinstance(params, list):
+            raise HttpError(400, f"'params' must be a list, got {type(params).__name__}")
+        if not isinstance(write, bool):
+            raise HttpError(400, f"'write' must be true or false, got {json.dumps(write)}")
+        if write:
+            return JSONResponse(await self._write_sql(ns, object_id, query, params))
+        path = object_file(ns.kind.directory, str(object_id))
+        if not await asyncio.to_thread(path.exists):
+            raise HttpError(404, f"object {object_id} of {ns.binding} has no storage yet")
+        return JSONResponse(await read_sql(path, query, params))
+
+    async def _write_sql(
+        self, ns: Namespace, object_id: DurableObjectId, query: str, params: list[Any]
+    ) -> dict[str, Any]:
+        """Writes run as an event of the object, so its authorizer, gates and alarm bookkeeping
+        apply exactly as to the object's own SQL."""
+        host = ns.host(object_id)
+
+        def run(_instance: Any) -> dict[str, Any]:
+            storage = host.storage
+            assert storage is not None  # the host activated the object for this event
+            cursor = storage.sql.exec(query, *params)
+            rows = [[jsonable(v) for v in row] for row in cursor.raw()]
+            return {"columns": cursor.columnNames, "rows": rows, "rowsWritten": cursor.rowsWritten}
+
+        result: dict[str, Any] = await host.call("admin.sql", run)
+        return result
+
+    async def object_alarm(self, request: Request) -> Response:
+        ns, object_id = self._address(request)
+        hex_id = str(object_id)
+        pending = self.runtime.alarms.pending((ns.unique_key, hex_id))
+        return JSONResponse({"id": hex_id, "scheduled_time": pending})
+
+    # -- control -----------------------------------------------------------------------------------
+    async def run_alarm(self, request: Request) -> Response:
+        ns, object_id = self._address(request)
+        hex_id = str(object_id)
+        if not await self.control.run_alarm(ns.binding, hex_id):
+            raise HttpError(404, f"object {hex_id} of {ns.binding} has no pending alarm")
+        return JSONResponse({"id": hex_id, "ran": True})
+
+    async def evict(self, request: Request) -> Response:
+        ns, object_id = self._address(request)
+        host = ns.hosts.get(str(object_id))
+        was_live = host is not None and host.live
+        await self.control.evict(ns.binding, str(object_id))
+        return JSONResponse({"id": str(object_id), "evicted": was_live})
+
+    async def reset(self, request: Request) -> Response:
+        ns, object_id = self._address(request)
+        reason = "Durable Object reset through the doemu admin API."
+        was_live = self.control.reset(ns.binding, str(object_id), reason)
+        return JSONResponse({"id": str(object_id), "reset": was_live})
+
+    async def evict_all(self, request: Request) -> Response:
+        return JSONResponse({"evicted": await self.control.evict_all()})
+
+    async def reset_all(self, request: Request) -> Response:
+        reset = self.control.reset_all("Durable Objects reset by doemu admin.")
+        return JSONResponse({"reset": reset})
+
+    async def clock(self, request: Request) -> Response:
+        runtime = self.runtime
+        if request.method == "POST":
+            if not isinstance(runtime.clock, ManualClock):
+                raise HttpError(409, "the clock is real; start with a manual clock to move time")
+            advance = (await _json_body(request, _CLOCK_BODY)).get("advance_ms")
+            # bool is an int subclass, and json accepts NaN/Infinity: refuse all three.
+            if isinstance(advance, bool) or not isinstance(advance, int | float):
+                raise HttpError(400, f"{_CLOCK_BODY}; 'advance_ms' must be a number")
+            if not math.isfinite(advance) or advance < 0:
+                raise HttpError(400, f"advance_ms must be a finite number >= 0, got {advance}")
+            await self.control.advance(float(advance))
+        return JSONResponse({"now": runtime.clock.now(), "manual": runtime.clock.manual})
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(OPENAPI)
+
+    def routes(self) -> list[Route]:
+        obj = "/objects/{binding}/{object}"
+        return [
+            Route("/health", _endpoint(self.health)),
+            Route("/namespaces", _endpoint(self.namespaces)),
+            Route("/objects", _endpoint(self.objects)),
+            Route(obj + "/kv", _endpoint(self.object_kv)),
+            Route(obj + "/sql", _endpoint(self.object_sql), methods=["POST"]),
+            Route(obj + "/alarm", _endpoint(self.object_alarm)),
+            Route(obj + "/alarm/run", _endpoint(self.run_alarm), methods=["POST"]),
+            Route(obj + "/evict", _endpoint(self.evict), methods=["POST"]),
+            Route(obj + "/reset", _endpoint(self.reset), methods=["POST"]),
+            Route("/evict-all", _endpoint(self.evict_all), methods=["POST"]),
+            Route("/reset-all", _endpoint(self.reset_all), methods=["POST"]),
+            Route("/clock", _endpoint(self.clock), methods=["GET", "POST"]),
+            Route("/events", EventStream(self.runtime.events), methods=["GET"]),
+            Route("/openapi.json", _endpoint(self.openapi)),
+        ]
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no route, wrong method) in the API's JSON shape."""
+    assert isinstance(exc, HTTPException)  # the only class this handler is registered for
+    path = unquote(request.url.path)
+    root = request.scope.get("root_path", "")
+    if not path.startswith(root):
+        path = root + path
+    if exc.status_code == 404:
+        return error_response(404, f"no admin route {request.method} {path}")
+    if exc.status_code == 405:
+        allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))
+        return error_response(
+            405,
+            f"method {request.method} not allowed on {path}; allowed: {allowed}",
+            headers={"allow": allowed},
+        )
+    return error_response(exc.status_code, str(exc.detail))
+
+
+def build_starlette(runtime: Runtime, token: str | None) -> Starlette:
+    """The admin API's routes, access control and JSON error handling as a Starlette app."""
+    return Starlette(
+        routes=AdminRoutes(runtime).routes(),
+        middleware=[Middleware(AccessControl, token=token)],
+        exception_handlers={HTTPException: _http_error},
+    )

@@ -1,0 +1,306 @@
+"""The ASGI app ``doemu dev`` serves: the entry worker, the default router, the WebSocket bridge.
+
+Object traffic goes through a thin ASGI callable rather than a routing framework: one request is
+one dict lookup, one ``Request`` built from the scope, one event on the object. The admin API is a
+small Starlette app mounted under ``/__doemu/api``.
+
+* With a ``Default(WorkerEntrypoint)`` in the main module, every request goes to its ``fetch``.
+* Without one, ``/<BINDING>/<name>/<rest>`` goes to that object's ``fetch`` (the default router).
+* A WebSocket upgrade is answered by whatever ``fetch`` returns: a 101 ``Response`` with a
+  ``web_socket`` completes the handshake and the server bridges frames; anything else refuses it
+  with that response's status and body.
+
+Every failure becomes a JSON ``{"error": ...}`` response with a 4xx/5xx status; the server keeps
+serving other requests and other objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import traceback
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import unquote
+
+from ..compat import call_relaxed
+from ..compat.fetch_api import Headers, Request, Response
+from ..compat.websocket import end_of
+from ..errors import DataCloneError, HttpError, InvalidIdError, ObjectResetError, WebSocketError
+from ..runtime import Runtime, current_entry
+from ..sockets.bridge import WriteBatch, bridge
+from ..sockets.protocol import SEND_FRAME
+from .admin import ADMIN_PREFIX, AdminApp
+
+__all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_log = logging.getLogger("doemu.server")
+
+#: Cloudflare's request-body limit on the smallest plan (100 MB).
+DEFAULT_MAX_BODY = 100 * 1024 * 1024
+
+
+class EntryContext:
+    """The ``ctx`` a ``WorkerEntrypoint`` receives: ``waitUntil`` and pass-through."""
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self, tasks: set[asyncio.Task[Any]]) -> None:
+        self._tasks = tasks
+
+    def waitUntil(self, awaitable: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(awaitable)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def passThroughOnException(self) -> None:
+        """There is no origin to pass through to locally; kept for API compatibility."""
+
+
+def _json_response(status: int, body: dict[str, Any]) -> Response:
+    return Response._from_parts(
+        status, {"content-type": "application/json"}, json.dumps(body).encode()
+    )
+
+
+class DoemuApp:
+    """The root ASGI application."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        entry: type | None = None,
+        admin_token: str | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        hold_alarms: bool = False,
+    ) -> None:
+        self.runtime = runtime
+        #: Let the server report ready before persisted alarms fire (see Runtime.start).
+        self.hold_alarms = hold_alarms
+        self.entry = entry
+        self.max_body = max_body
+        self.admin = AdminApp(runtime, token=admin_token)
+        self._entry_tasks: set[asyncio.Task[Any]] = set()
+        #: Frames the objects sent this loop turn (see doemu.sockets.bridge).
+        self._writes = WriteBatch()
+
+    # -- ASGI -----------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            path: str = scope["path"]
+            if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
+                child = dict(scope)
+                child["root_path"] = scope.get("root_path", "") + ADMIN_PREFIX
+                child["path"] = path[len(ADMIN_PREFIX) :] or "/"
+                await self.admin(child, receive, send)
+                return
+            await self._http(scope, receive, send)
+        elif kind == "websocket":
+            await self._websocket(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.runtime.start(hold_alarms=self.hold_alarms)
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.runtime.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- HTTP -------------------------------------------------------------------------------------
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await self._read_body(scope, receive)
+            request = self._request(scope, body)
+            response = await self._dispatch(scope, request)
+            if response._web_socket is not None:
+                _discard_server_end(response._web_socket)
+                raise HttpError(
+                    500, "fetch() returned a 101 WebSocket response to a plain HTTP request"
+                )
+        except HttpError as exc:
+            response = _json_response(exc.status, {"error": exc.message})
+        await _send_response(send, response, head=scope["method"] == "HEAD")
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    raise HttpError(400, "invalid Content-Length header") from None
+                if declared > self.max_body:
+                    raise HttpError(
+                        413, f"request body of {declared} bytes exceeds the {self.max_body} limit"
+                    )
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HttpError(400, "client disconnected before sending the whole body")
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > self.max_body:
+                    raise HttpError(413, f"request body exceeds the {self.max_body} byte limit")
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _request(self, scope: Scope, body: bytes) -> Request:
+        # ASGI servers hand over lowercase names that their HTTP parser has validated.
+        entries = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]]
+        headers = Headers._trusted(entries)
+        host = next((v for n, v in entries if n == "host"), None)
+        if host is None:
+            server = scope.get("server") or ("127.0.0.1", 8787)
+            host = f"{server[0]}:{server[1]}"
+        scheme = scope.get("scheme", "http")
+        if scheme == "ws":
+            scheme = "http"
+        elif scheme == "wss":
+            scheme = "https"
+        raw_path = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else scope["path"]
+        query = scope.get("query_string", b"").decode("latin-1")
+        url = f"{scheme}://{host}{path}" + (f"?{query}" if query else "")
+        method = scope.get("method", "GET")
+        return Request._from_parts(url, method, headers, body or None)
+
+    async def _dispatch(self, scope: Scope, request: Request) -> Response:
+        """Run ``fetch`` (entry worker or routed object); user errors become JSON 500s."""
+        try:
+            if self.entry is not None:
+                ctx = EntryContext(self._entry_tasks)
+                instance = self.entry(ctx, self.runtime.env)
+                token = current_entry.set(ctx.waitUntil)  # workers.waitUntil in this request
+                try:
+                    result = await call_relaxed(instance.fetch, request)
+                finally:
+                    current_entry.reset(token)
+            else:
+                stub = self._route(scope)
+                result = await stub._deliver_fetch(request)  # fresh request: no copy needed
+        except HttpError:
+            raise
+        except ObjectResetError as exc:
+            raise HttpError(500, f"Durable Object reset: {exc.reason}") from None
+        except (InvalidIdError, DataCloneError) as exc:
+            raise HttpError(400, str(exc)) from None
+        except Exception as exc:
+            _log.error("fetch() raised:\n%s", "".join(traceback.format_exception(exc)))
+            raise HttpError(500, f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(result, Response):
+            raise HttpError(500, f"fetch() must return a Response, got {type(result).__name__}")
+        return result
+
+    def _route(self, scope: Scope) -> Any:
+        # Split the raw path and decode each segment once: the ASGI "path" is already decoded,
+        # so "/B/a%2Fb/x" would otherwise route to object "a" instead of "a/b".
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
+        parts = path.split("/", 3)  # "", BINDING, name, rest
+        if len(parts) < 3 or not parts[1] or not parts[2]:
+            raise HttpError(
+                404,
+                f"no route for {path!r}: without a Default entry worker, doemu routes "
+                f"/<BINDING>/<name>/<path> to an object; bindings: {sorted(self.runtime.bindings)}",
+            )
+        binding, name = parts[1], unquote(parts[2]) if raw else parts[2]
+        ns = self.runtime.bindings.get(binding)
+        if ns is None:
+            raise HttpError(
+                404, f"unknown binding {binding!r}; known: {sorted(self.runtime.bindings)}"
+            )
+        return self.runtime.stub_namespace(binding).getByName(name)
+
+    # -- WebSocket ------------------------------------------------------------------------------
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        try:
+            request = self._request({**scope, "method": "GET"}, b"")
+            response = await self._dispatch(scope, request)
+        except HttpError as exc:
+            response = _json_response(exc.status, {"error": exc.message})
+        socket = response._web_socket
+        if socket is None or response.status != 101:
+            if response.status == 101 or response.status < 200:
+                response = _json_response(
+                    500,
+                    {
+                        "error": "fetch() must return Response(None, status=101, "
+                        "web_socket=client) to accept a WebSocket"
+                    },
+                )
+            await _refuse(scope, send, response)
+            return
+        try:
+            client = end_of(socket)
+            client.couple()
+        except WebSocketError as exc:
+            await _refuse(scope, send, _json_response(500, {"error": str(exc)}))
+            return
+        accept: Message = {"type": "websocket.accept"}
+        protocol = response.headers.get("sec-websocket-protocol")
+        if protocol:
+            accept["subprotocol"] = protocol
+        await send(accept)
+        send_frame = scope.get("extensions", {}).get(SEND_FRAME)
+        await bridge(client, receive, send, self._writes, send_frame)
+
+
+def _discard_server_end(client: Any) -> None:
+    """Forget the server end of a pair whose client end will never reach the network."""
+    try:
+        peer = end_of(client).peer
+    except WebSocketError:
+        return
+    if peer is not None:
+        peer.discard()
+
+
+async def _send_response(send: Send, response: Response, *, head: bool = False) -> None:
+    try:
+        headers = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in response.headers.items()
+            if k != "content-length"  # always the real length: a wrong one breaks the connection
+        ]
+    except UnicodeEncodeError as exc:
+        response = _json_response(500, {"error": f"fetch() returned a non-Latin-1 header: {exc}"})
+        headers = [(b"content-type", b"application/json")]
+    body = response.body or b""
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
+
+
+async def _refuse(scope: Scope, send: Send, response: Response) -> None:
+    """Refuse a WebSocket handshake with ``response``'s status and body where ASGI allows."""
+    if "websocket.http.response" in scope.get("extensions", {}):
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
+        await send(
+            {"type": "websocket.http.response.start", "status": response.status, "headers": headers}
+        )
+        await send({"type": "websocket.http.response.body", "body": response.body or b""})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
