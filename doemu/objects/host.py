@@ -27,7 +27,7 @@ from ..errors import BlockConcurrencyTimeoutError, ObjectResetError
 from ..ids import DurableObjectId
 from ..persist import object_file
 from ..sockets.registry import SocketRegistry
-from ..storage import ObjectStorage
+from ..storage import DurableObjectStorage, ObjectStorage
 from .context import DurableObjectState
 from .services import HostServices, ObjectClass
 
@@ -131,7 +131,7 @@ class ObjectHost:
             storage.close()
             raise
         self.storage = storage
-        self.ctx = DurableObjectState(self, storage.api)
+        self.ctx = DurableObjectState(self, DurableObjectStorage(storage))
         self.state = Lifecycle.CONSTRUCTING
         token = current_host.set(self)
         try:

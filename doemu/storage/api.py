@@ -11,16 +11,14 @@ deploy. So the object's ``ctx.storage`` is this view, whose names are exactly Cl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from doemu.storage.kv import MISSING
 from doemu.storage.resolved import Resolved
 from doemu.storage.sql import SqlStorage
+from doemu.storage.storage import ObjectStorage
 from doemu.storage.sync_kv import SyncKvStorage
 from doemu.storage.transactions import Transaction
-
-if TYPE_CHECKING:
-    from doemu.storage.storage import ObjectStorage
 
 __all__ = ["DurableObjectStorage"]
 

@@ -5,8 +5,8 @@ It implements Cloudflare's surface, spelled as on Cloudflare in camelCase (``sql
 ``transaction``, ``transactionSync``, ``sync``), and the runtime drives the object's lifecycle
 through snake_case methods that are *not* part of it: ``commit`` (the output gate), ``rollback``
 (``ctx.abort``), ``close``, ``get_meta``/``set_meta`` and the alarm-delivery hooks. User code never
-holds this object: ``ctx.storage`` is :attr:`ObjectStorage.api`, a
-:class:`~doemu.storage.api.DurableObjectStorage` with Cloudflare's names only.
+holds this object: its ``ctx.storage`` is a :class:`~doemu.storage.api.DurableObjectStorage` over
+it, with Cloudflare's names only.
 
 No storage call ever yields to the event loop. The async methods finish their work before
 returning an already-settled awaitable, so read-modify-write sequences between two real awaits
@@ -24,7 +24,6 @@ from doemu.clock import Clock
 from doemu.errors import StorageError
 from doemu.storage import messages
 from doemu.storage.alarms import AlarmStore
-from doemu.storage.api import DurableObjectStorage
 from doemu.storage.connection import StorageConnection, internal_sql
 from doemu.storage.files import ObjectFiles
 from doemu.storage.kv import KvStore
@@ -97,8 +96,6 @@ class ObjectStorage(AsyncKvMethods):
         self._sql = SqlStorage(self._conn)
         self._sync_kv = SyncKvStorage(self._conn, self._kv)
         self._transactions = TransactionGate(self._conn, self._kv, self._alarms, exclusive)
-        #: What user code gets as ``ctx.storage``.
-        self.api = DurableObjectStorage(self)
 
     def _after_commit(self) -> None:
         self._alarms.after_commit()
