@@ -47,9 +47,6 @@ _EXT_SET = 1
 _EXT_DATETIME = 2
 _EXT_DATE = 3
 
-_INT64_MIN = -(2**63)
-_UINT64_MAX = 2**64 - 1
-
 
 def unsupported_type_message(type_name: str) -> str:
     """workerd's ``DataCloneError`` text for a value of type ``type_name``."""

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import uvicorn
 
-from doemu.server.admin.client import AdminClient, AdminUnavailable
 from doemu.errors import DoemuError
+from doemu.server.admin.client import AdminClient, AdminUnavailable
 from doemu.server.app import DoemuApp
 
 from .admin_helpers import API, T0, Admin, admin_on

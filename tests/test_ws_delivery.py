@@ -26,11 +26,10 @@ from websockets.exceptions import ConnectionClosed
 from workers import DurableObject, Response
 
 from doemu.compat.websocket import end_of
-from doemu.sockets.delivery import StartOrder
 from doemu.runtime import ClassSpec, Runtime
 from doemu.sockets.bridge import WriteBatch as _WriteBatch
 from doemu.sockets.bridge import _Outbound
-from doemu.sockets.delivery import collect_socket_events, resume
+from doemu.sockets.delivery import StartOrder, collect_socket_events, resume
 from doemu.sockets.protocol import uvicorn_ws_protocol
 
 from .polling import until

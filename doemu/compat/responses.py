@@ -1,0 +1,216 @@
+"""``Response`` (and ``FetchResponse``, its reading half) as Cloudflare's Python ``workers``
+module exposes them.
+
+Statuses outside 200-599 are refused unless the response carries a WebSocket, null-body statuses
+carry no body, and so on, with workerd's error texts. Internal hooks: ``Response._from_parts
+(status, headers, body, status_text=None)`` is trusted construction (e.g. a response copied
+across an object boundary); ``response._status`` / ``._status_text`` / ``._headers`` / ``._body``
+/ ``._web_socket`` are what the server sends (a 101 response carries the client end of a
+``WebSocketPair``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+from .bodies import TEXT_PLAIN, Body, BodyMixin, body_bytes
+from .headers import Headers, HeadersInit, to_headers
+from .websocket import WebSocket
+
+__all__ = ["FetchResponse", "Response"]
+
+_NULL_BODY_STATUSES = frozenset({101, 204, 205, 304})
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class _JsonMethod:
+    """``Response.json``: static use builds a JSON response, instance use reads the body."""
+
+    def __get__(self, instance: FetchResponse | None, owner: type[Any]) -> Callable[..., Any]:
+        if instance is None:
+            return owner.from_json  # type: ignore[no-any-return]
+        return instance._read_json
+
+
+class FetchResponse(BodyMixin):
+    """The reading half of a response: ``pyodide.http.FetchResponse`` and Cloudflare's extras."""
+
+    _status: int
+    _status_text: str
+    _headers: Headers
+    _body: bytes | None
+    _web_socket: WebSocket | None
+    _url: str
+    _USED_MESSAGE = "Response body is already used"
+
+    json = _JsonMethod()
+
+    def _init_parts(
+        self,
+        status: int,
+        status_text: str | None,
+        headers: Headers,
+        body: bytes | None,
+        web_socket: WebSocket | None = None,
+    ) -> None:
+        self._status = status
+        self._status_text = status_text if status_text is not None else _default_status_text(status)
+        self._headers = headers
+        self._body = body
+        self._web_socket = web_socket
+        self._url = ""
+        self._body_used = False
+
+    # -- properties ------------------------------------------------------------------------------
+    @property
+    def status(self) -> int:
+        return self._status
+
+    @property
+    def status_text(self) -> str:
+        return self._status_text
+
+    @property
+    def headers(self) -> Headers:
+        """A copy, as on Cloudflare (where each access builds a new ``HTTPMessage``)."""
+        return self._headers.copy()
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self._status <= 299
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def redirected(self) -> bool:
+        return False
+
+    @property
+    def type(self) -> str:
+        return "default"
+
+    # -- body ------------------------------------------------------------------------------------
+    async def _read_json(self, **kwargs: Any) -> Any:
+        return json.loads(await self.text(), **kwargs)
+
+    def raise_for_status(self) -> None:
+        if 400 <= self._status < 500:
+            raise OSError(f"{self._status} Client Error: {self._status_text} for url: {self._url}")
+        if 500 <= self._status < 600:
+            raise OSError(f"{self._status} Server Error: {self._status_text} for url: {self._url}")
+
+    def clone(self) -> Response:
+        if self._web_socket is not None:
+            raise TypeError("Cannot clone a response to a WebSocket handshake.")
+        if self._body_used:
+            raise OSError("Response body is already used")
+        return Response._from_parts(self._status, self._headers, self._body, self._status_text)
+
+    def replace_body(self, body: Body | None) -> Response:
+        """A new response with this one's status and headers and ``body``."""
+        return Response(body, self._status, self._status_text, self._headers.copy())
+
+    # -- static constructors ---------------------------------------------------------------------
+    @staticmethod
+    def redirect(url: str, status: HTTPStatus | int = HTTPStatus.FOUND) -> Response:
+        code = int(status)
+        if code not in _REDIRECT_STATUSES:
+            raise ValueError(
+                f"{code} is not a redirect status code. "
+                "It must be one of: 301, 302, 303, 307, or 308."
+            )
+        if "\r" in url or "\n" in url or "\0" in url:
+            raise TypeError(f"Redirect URL cannot contain '\\r', '\\n', or '\\0': {url}")
+        return Response._from_parts(code, Headers([("location", url)]), None)
+
+    @staticmethod
+    def from_json(
+        data: Any,
+        status: HTTPStatus | int = HTTPStatus.OK,
+        status_text: str = "",
+        headers: HeadersInit | None = None,
+    ) -> Response:
+        """A response whose body is ``json.dumps(data)`` (content-type ``application/json``)."""
+        merged = to_headers(headers)
+        if not merged.has("content-type"):
+            merged.set("content-type", "application/json")
+        return Response(json.dumps(data), status, status_text, merged)
+
+
+class Response(FetchResponse):
+    """An HTTP response: ``Response(body, status, status_text, headers, web_socket)``."""
+
+    def __init__(
+        self,
+        body: Body | None = None,
+        status: HTTPStatus | int | None = None,
+        status_text: str = "",
+        headers: HeadersInit | None = None,
+        web_socket: WebSocket | None = None,
+    ) -> None:
+        if body is not None and not isinstance(body, str | bytes):
+            raise TypeError(f"Unsupported type in Response: {type(body).__name__}")
+        code = int(status) if status else 200
+        if web_socket is None:
+            if not 200 <= code <= 599:
+                raise ValueError(
+                    "Responses may only be constructed with status codes in the range 200 to "
+                    "599, inclusive."
+                )
+        else:
+            if not isinstance(web_socket, WebSocket):
+                raise TypeError(
+                    "web_socket must be a WebSocket from WebSocketPair.new(), "
+                    f"got {type(web_socket).__name__}"
+                )
+            if code != 101:
+                raise ValueError("Responses with a WebSocket must have status code 101.")
+        if status_text and any(ord(c) < 0x20 for c in status_text):
+            raise TypeError("Invalid statusText")
+        merged = to_headers(headers)
+        data = body_bytes(body, "Response")
+        if code in _NULL_BODY_STATUSES and data is not None:
+            if data:
+                raise TypeError(
+                    "Response with null body status (101, 204, 205, or 304) cannot have a body."
+                )
+            data = None
+        if isinstance(body, str) and not merged.has("content-type"):
+            merged.set("content-type", TEXT_PLAIN)
+        self._init_parts(code, status_text or None, merged, data, web_socket)
+
+    @classmethod
+    def _from_parts(
+        cls,
+        status: int,
+        headers: HeadersInit | None,
+        body: bytes | None,
+        status_text: str | None = None,
+        web_socket: WebSocket | None = None,
+    ) -> Response:
+        """doemu-internal, trusted: no validation, headers copied, body taken as is."""
+        self = cls.__new__(cls)
+        hdrs = headers.copy() if isinstance(headers, Headers) else to_headers(headers)
+        self._init_parts(status, status_text, hdrs, body, web_socket)
+        return self
+
+    def __repr__(self) -> str:
+        parts = [f"status={self._status}"]
+        if self._status_text != _default_status_text(self._status):
+            parts.append(f"status_text={self._status_text!r}")
+        content_type = self._headers.get("content-type")
+        if content_type is not None:
+            parts.append(f"content_type={content_type!r}")
+        return f"Response({', '.join(parts)})"
+
+
+def _default_status_text(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
