@@ -8,8 +8,8 @@ TypeScript SDK's names to these.
 from __future__ import annotations
 
 from .agent import Agent as Agent
-from .connections import Connection as Connection
-from .connections import ConnectionContext as ConnectionContext
+from .core.connections import Connection as Connection
+from .core.connections import ConnectionContext as ConnectionContext
 from .errors import AgentsError as AgentsError
 from .errors import FiberError as FiberError
 from .errors import NotInFiberError as NotInFiberError
@@ -17,16 +17,16 @@ from .errors import RpcMethodError as RpcMethodError
 from .errors import ScheduleError as ScheduleError
 from .errors import SqlQueryError as SqlQueryError
 from .errors import StateValidationError as StateValidationError
-from .fiber_types import FiberAbortedError as FiberAbortedError
-from .fiber_types import FiberConflictError as FiberConflictError
-from .fiber_types import FiberContext as FiberContext
-from .fiber_types import FiberRecoveryContext as FiberRecoveryContext
-from .fiber_types import FiberRecoveryExpiredError as FiberRecoveryExpiredError
-from .fiber_types import FiberResolution as FiberResolution
-from .fiber_types import FiberSignal as FiberSignal
-from .fiber_types import FiberStatus as FiberStatus
+from .fibers.managed import FiberRecord as FiberRecord
+from .fibers.types import FiberAbortedError as FiberAbortedError
+from .fibers.types import FiberConflictError as FiberConflictError
+from .fibers.types import FiberContext as FiberContext
+from .fibers.types import FiberRecoveryContext as FiberRecoveryContext
+from .fibers.types import FiberRecoveryExpiredError as FiberRecoveryExpiredError
+from .fibers.types import FiberResolution as FiberResolution
+from .fibers.types import FiberSignal as FiberSignal
+from .fibers.types import FiberStatus as FiberStatus
 from .keepalive import KeepAlive as KeepAlive
-from .managed_fibers import FiberRecord as FiberRecord
 from .options import AgentOptions as AgentOptions
 from .options import RetryOptions as RetryOptions
 from .queue import QueueError as QueueError
@@ -35,7 +35,7 @@ from .retry import RetryOptionsError as RetryOptionsError
 from .routing import route_agent_request as route_agent_request
 from .rpc import StreamingResponse as StreamingResponse
 from .rpc import callable as callable
-from .schedules import Schedule as Schedule
+from .schedules.scheduler import Schedule as Schedule
 
 __all__ = [
     "Agent",

@@ -25,18 +25,18 @@ from typing import Any, ClassVar
 from js import Date
 from workers import DurableObject
 
-from .connections import ConnectionsMixin
+from .core.connections import ConnectionsMixin
+from .core.schema import ensure_schema
+from .core.state import StateMixin
 from .errors import SqlQueryError
-from .fibers import FibersMixin
+from .fibers.managed import ManagedFibersMixin
+from .fibers.managed_recovery import ManagedRecoveryMixin
+from .fibers.runs import FibersMixin
 from .keepalive import KeepAliveMixin
-from .managed_fibers import ManagedFibersMixin
-from .managed_recovery import ManagedRecoveryMixin
 from .options import AgentOptions
 from .queue import QueueMixin
 from .rpc import RpcMixin
-from .schedules import SchedulesMixin
-from .schema import ensure_schema
-from .state import StateMixin
+from .schedules.scheduler import SchedulesMixin
 
 __all__ = ["Agent"]
 
@@ -81,7 +81,11 @@ class Agent(
         self._schedule_next_alarm()
 
     def _schema_statements(self) -> list[str]:
-        from . import fibers, managed_fibers, queue, schedules, state
+        from . import queue
+        from .core import state
+        from .fibers import managed as managed_fibers
+        from .fibers import runs as fibers
+        from .schedules import scheduler as schedules
 
         return [
             *state.SCHEMA,

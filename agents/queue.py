@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from js import Date
 
-from .callbacks import callback_name, find_callback, report_error
+from .core.callbacks import callback_name, find_callback, report_error
 from .errors import AgentsError
 from .retry import (
     RetryMixin,
@@ -36,7 +36,7 @@ from .retry import (
     retry_options_to_json,
     run_callback,
 )
-from .schedule_types import new_id, to_json
+from .schedules.types import new_id, to_json
 
 if TYPE_CHECKING:
     from .agent import Agent

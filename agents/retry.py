@@ -23,7 +23,7 @@ import random as _random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from .callbacks import call_with_optional_args, report_error
+from .core.callbacks import call_with_optional_args, report_error
 from .errors import AgentsError
 from .options import RetryOptions
 

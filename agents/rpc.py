@@ -25,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .core.protocol import dumps, rpc_chunk_frame, rpc_error_frame, rpc_result_frame
 from .errors import RpcMethodError
-from .protocol import dumps, rpc_chunk_frame, rpc_error_frame, rpc_result_frame
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .connections import Connection
+    from .core.connections import Connection
 
 __all__ = ["CallableMetadata", "RpcMixin", "StreamingResponse", "callable", "is_callable"]
 

@@ -16,8 +16,8 @@ import pytest
 from js import Date
 
 from agents import Agent, AgentOptions, NotInFiberError
-from agents.fiber_recovery import MAX_BACKOFF_MS, backoff_ms
-from agents.fiber_types import FiberContext, FiberRecoveryContext
+from agents.fibers.recovery import MAX_BACKOFF_MS, backoff_ms
+from agents.fibers.types import FiberContext, FiberRecoveryContext
 from doemu.clock import ManualClock
 
 from .polling import eventually

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from agents import Agent, AgentOptions, SqlQueryError
-from agents.fiber_types import FiberContext, FiberRecoveryContext
+from agents.fibers.types import FiberContext, FiberRecoveryContext
 
 from .polling import until
 
@@ -308,7 +308,7 @@ def test_name_tolerates_an_id_without_a_name_property() -> None:
 
 def test_state_rows_are_read_through_self_sql() -> None:
     """``state`` loads via ``self.sql`` (never by iterating a raw cursor)."""
-    from agents.state import STATE_ROW_ID, StateMixin
+    from agents.core.state import STATE_ROW_ID, StateMixin
 
     class Holder(StateMixin):
         name = "holder"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agents import Agent, AgentOptions
-from agents.fiber_types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
+from agents.fibers.types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
 
 from .polling import eventually
 

@@ -17,7 +17,7 @@ import pytest
 from js import Date
 
 from agents import Agent, AgentOptions, RetryOptions
-from agents.schedules import Schedule
+from agents.schedules.scheduler import Schedule
 from doemu.clock import ManualClock
 
 retry_module = importlib.import_module("agents.retry")

@@ -33,11 +33,11 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .errors import StateValidationError
-from .protocol import STATE_READONLY_ERROR
+from ..core.protocol import STATE_READONLY_ERROR
+from ..errors import StateValidationError
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["SCHEMA", "STATE_ROW_ID", "StateMixin", "StateSource"]
 
@@ -120,7 +120,7 @@ class StateMixin:
         refuses (its exception is the ``__cause__``) or when called while handling a message from
         a readonly connection. The returned future settles once ``on_state_changed`` has run.
         """
-        from .connections import current_connection
+        from ..core.connections import current_connection
 
         connection = current_connection.get()
         if connection is not None and connection.readonly:

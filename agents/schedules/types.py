@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
-from .cron import is_valid_cron, next_cron_time_s
-from .errors import ScheduleError
-from .retry import retry_options_from_json, retry_options_to_json
+from ..errors import ScheduleError
+from ..retry import retry_options_from_json, retry_options_to_json
+from ..schedules.cron import is_valid_cron, next_cron_time_s
 
 __all__ = [
     "ONE_SHOT_TYPES",

@@ -36,10 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from js import Date
 
-from .callbacks import callback_name, find_callback, report_error
-from .cron import next_cron_time_s
-from .errors import ScheduleError
-from .retry import (
+from ..core.callbacks import callback_name, find_callback, report_error
+from ..errors import ScheduleError
+from ..retry import (
     RetryMixin,
     RetryOptionsError,
     RetrySpec,
@@ -48,7 +47,8 @@ from .retry import (
     retry_options_to_json,
     run_callback,
 )
-from .schedule_types import (
+from ..schedules.cron import next_cron_time_s
+from ..schedules.types import (
     ONE_SHOT_TYPES,
     SCHEDULE_TYPES,
     Schedule,
@@ -62,7 +62,7 @@ from .schedule_types import (
 )
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["SCHEMA", "Schedule", "SchedulesMixin"]
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from js import Date
 
-from .fiber_types import (
+from ..fibers.types import (
     TERMINAL_STATUSES,
     FiberConflictError,
     FiberContext,
@@ -38,7 +38,7 @@ from .fiber_types import (
 )
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["LEDGER_COLUMNS", "SCHEMA", "FiberRecord", "ManagedFibersMixin", "record_from_row"]
 

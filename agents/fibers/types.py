@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FiberError
+from ..errors import FiberError
 
 __all__ = [
     "TERMINAL_STATUSES",

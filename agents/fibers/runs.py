@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from js import Date
 
-from . import fiber_recovery
-from .errors import FiberError, NotInFiberError
-from .fiber_types import FiberContext, FiberRecoveryContext, FiberResolution, FiberSignal
-from .keepalive import KeepAlive
+from ..errors import FiberError, NotInFiberError
+from ..fibers.types import FiberContext, FiberRecoveryContext, FiberResolution, FiberSignal
+from ..keepalive import KeepAlive
+from . import recovery as fiber_recovery
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["SCHEMA", "FibersMixin"]
 

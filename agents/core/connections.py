@@ -35,8 +35,7 @@ from js import WebSocketPair
 from pyodide.ffi import to_js
 from workers import Response
 
-from .errors import StateValidationError
-from .protocol import (
+from ..core.protocol import (
     STATE_READONLY_ERROR,
     STATE_REJECTED_ERROR,
     camel_case_to_kebab_case,
@@ -49,9 +48,10 @@ from .protocol import (
     state_error_frame,
     state_frame,
 )
+from ..errors import StateValidationError
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = [
     "MAX_CONNECTION_TAGS",

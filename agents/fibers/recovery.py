@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from js import Date
 
-from .fiber_types import (
+from ..fibers.types import (
     FiberRecoveryContext,
     FiberRecoveryExpiredError,
     FiberResolution,
@@ -46,7 +46,7 @@ from .fiber_types import (
 )
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = [
     "MAX_BACKOFF_MS",

@@ -25,18 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 from js import Date
 
-from .fiber_recovery import ScanBudget, call_recovery_hook
-from .fiber_types import (
+from ..fibers.managed import LEDGER_COLUMNS, record_from_row
+from ..fibers.recovery import ScanBudget, call_recovery_hook
+from ..fibers.types import (
     TERMINAL_STATUSES,
     FiberRecoveryContext,
     FiberResolution,
     FiberStatus,
     parse_snapshot,
 )
-from .managed_fibers import LEDGER_COLUMNS, record_from_row
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["ManagedRecoveryMixin"]
 
