@@ -194,7 +194,7 @@ async def test_cancel_is_cooperative_and_final(harness_factory: Any, unique_name
 
 
 async def _no_runs(stub: Any) -> bool:
-    return await stub.run_rows() == 0
+    return bool(await stub.run_rows() == 0)
 
 
 async def test_crash_leaves_running_fiber_interrupted_and_hook_sees_it(
