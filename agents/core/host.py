@@ -15,11 +15,12 @@ Why the plumbing is a separate object and not more methods on the Agent: every p
 a Durable Object is callable over RPC by any other object holding a stub, so ``exec`` or
 ``schedule_next_alarm`` must not become public names of every agent.
 
-**One alarm for everything.** A Durable Object has a single alarm. Features that need it are
-:class:`WakeupSource`\\ s registered with the core; :meth:`AgentCore.schedule_next_alarm` sets the
-alarm to the earliest of their wake-ups (never in the past) or deletes it when none has one. It
-is synchronous on purpose: storage calls take effect when made (on Cloudflare too, where the
-returned promise runs without being awaited), so ``keep_alive()`` can re-arm in place.
+**One alarm for everything.** A Durable Object has a single alarm. The features that need it
+are registered with the core as :class:`WakeupSource` objects;
+:meth:`AgentCore.schedule_next_alarm` sets the alarm to the earliest of their wake-ups (never in
+the past) or deletes it when none has one. It is synchronous on purpose: storage calls take
+effect when made (on Cloudflare too, where the returned promise runs without being awaited), so
+``keep_alive()`` can re-arm in place.
 """
 
 from __future__ import annotations
