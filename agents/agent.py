@@ -79,7 +79,7 @@ class Agent(DurableObject):
         self._websockets = WebSockets(core, self, self._connections, self._state, self._rpc.handle)
         self._schedules = Scheduler(core, self)
         self._queue = Queue(core, self)
-        self._fiber_runs = FiberRuns(core, self._heartbeat.keep_alive)
+        self._fiber_runs = FiberRuns(core, self.keep_alive)
         fiber_ledger = FiberLedger(core)
         self._recovery = FiberRecovery(core, self, self._fiber_runs, fiber_ledger)
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
