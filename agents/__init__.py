@@ -3,39 +3,48 @@
 A pure user of ``workers``/``js`` (never of doemu internals), so agents run on doemu locally and
 on Cloudflare unchanged. Start with :class:`Agent`; the README's "Durable agents" guide maps the
 TypeScript SDK's names to these.
+
+The tree is the table of contents, layers top to bottom (a module imports only from below):
+
+* ``agent``, ``routing`` — the :class:`Agent` façade; ``route_agent_request`` for the Worker.
+* ``fibers/``, ``schedules/``, ``queue``, ``rpc`` — features the Agent owns, one object each.
+* ``keepalive``, ``retry`` — what those features build on (the heartbeat, back-off).
+* ``core/`` — the façade/feature contract (``host``), SQL and schema, the wire protocol,
+  connections and WebSocket events, state, named callbacks.
+* ``options``, ``errors`` — plain values and the exception tree.
 """
 
 from __future__ import annotations
 
 from .agent import Agent as Agent
-from .connections import Connection as Connection
-from .connections import ConnectionContext as ConnectionContext
+from .core.connections import Connection as Connection
+from .core.connections import ConnectionContext as ConnectionContext
 from .errors import AgentsError as AgentsError
+from .errors import FiberAbortedError as FiberAbortedError
+from .errors import FiberConflictError as FiberConflictError
 from .errors import FiberError as FiberError
+from .errors import FiberRecoveryExpiredError as FiberRecoveryExpiredError
 from .errors import NotInFiberError as NotInFiberError
+from .errors import QueueError as QueueError
+from .errors import RetryOptionsError as RetryOptionsError
 from .errors import RpcMethodError as RpcMethodError
 from .errors import ScheduleError as ScheduleError
 from .errors import SqlQueryError as SqlQueryError
 from .errors import StateValidationError as StateValidationError
-from .fiber_types import FiberAbortedError as FiberAbortedError
-from .fiber_types import FiberConflictError as FiberConflictError
-from .fiber_types import FiberContext as FiberContext
-from .fiber_types import FiberRecoveryContext as FiberRecoveryContext
-from .fiber_types import FiberRecoveryExpiredError as FiberRecoveryExpiredError
-from .fiber_types import FiberResolution as FiberResolution
-from .fiber_types import FiberSignal as FiberSignal
-from .fiber_types import FiberStatus as FiberStatus
+from .fibers.ledger import FiberRecord as FiberRecord
+from .fibers.types import FiberContext as FiberContext
+from .fibers.types import FiberRecoveryContext as FiberRecoveryContext
+from .fibers.types import FiberResolution as FiberResolution
+from .fibers.types import FiberSignal as FiberSignal
+from .fibers.types import FiberStatus as FiberStatus
 from .keepalive import KeepAlive as KeepAlive
-from .managed_fibers import FiberRecord as FiberRecord
 from .options import AgentOptions as AgentOptions
 from .options import RetryOptions as RetryOptions
-from .queue import QueueError as QueueError
 from .queue import QueueItem as QueueItem
-from .retry import RetryOptionsError as RetryOptionsError
 from .routing import route_agent_request as route_agent_request
 from .rpc import StreamingResponse as StreamingResponse
 from .rpc import callable as callable
-from .schedules import Schedule as Schedule
+from .schedules.types import Schedule as Schedule
 
 __all__ = [
     "Agent",

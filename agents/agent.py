@@ -1,95 +1,99 @@
-"""``Agent``: a Durable Object with state, schedules, keep-alive, durable fibers and a protocol.
+"""``Agent``: the public façade of a durable agent, composed of one object per feature.
 
-The class is assembled from one mixin per feature (``state``, ``schedules``, ``queue``,
-``keepalive``, ``fibers``, ``managed_fibers``, ``connections``, ``rpc``); this module holds only
-what ties them together:
+Public methods delegate to feature objects built in ``__init__`` (all the wiring is there); the
+``on_*`` hooks live here with their defaults, for subclasses to override. Features never import
+this module: they see the agent through the protocols of :mod:`agents.core.host`.
 
-* **Activation.** The constructor runs :meth:`Agent._start` inside ``blockConcurrencyWhile``:
-  the schema is ensured, the fiber-recovery scan runs, then ``on_start()``, then queued work left
-  by an eviction is resumed — all before any other event is delivered.
-* **One alarm for everything.** A Durable Object has a single alarm. :meth:`alarm` runs due
-  schedules and housekeeping (fiber recovery), then :meth:`_schedule_next_alarm` sets the alarm
-  to the earliest of the features' wake-ups (due schedules, the keep-alive heartbeat, pending
-  fiber recovery) or deletes it when nothing is pending.
-* ``self.sql(query, *params)``: the SDK's ``sql`` tag as a function returning ``list[dict]``.
-
-It is a pure user of Cloudflare's Python Workers surface (``workers``, ``js``), so the same agent
-runs on doemu and on Cloudflare.
+* **Activation.** The constructor runs :meth:`Agent._start` inside ``blockConcurrencyWhile``: the
+  schema is ensured, the fiber-recovery scan runs, then ``on_start()``, then queued work left by
+  an eviction is resumed — all before any other event is delivered.
+* **One alarm for everything.** :meth:`alarm` asks the features for due work in turn (schedules,
+  then fiber recovery), then re-arms for the earliest of their ``next_wakeup`` answers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime as _dt
 import logging
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, TypeVar
 
-from js import Date
-from workers import DurableObject
+from workers import DurableObject, Response
 
-from .connections import ConnectionsMixin
-from .errors import SqlQueryError
-from .fibers import FibersMixin
-from .keepalive import KeepAliveMixin
-from .managed_fibers import ManagedFibersMixin
-from .managed_recovery import ManagedRecoveryMixin
+from .core.connections import Connection, ConnectionContext, ConnectionSet
+from .core.host import AgentCore
+from .core.schema import ensure_schema
+from .core.sql import query_rows
+from .core.state import StateSource, StateStore
+from .core.websockets import WebSockets
+from .fibers.ledger import FiberLedger, FiberRecord
+from .fibers.managed import ManagedFibers, ManagedFn, StatusFilter
+from .fibers.recovery import FiberRecovery
+from .fibers.runs import FiberFn, FiberRuns
+from .fibers.types import FiberRecoveryContext, FiberResolution
+from .keepalive import Heartbeat, KeepAlive
 from .options import AgentOptions
-from .queue import QueueMixin
-from .rpc import RpcMixin
-from .schedules import SchedulesMixin
-from .schema import ensure_schema
-from .state import StateMixin
+from .queue import Queue, QueueItem
+from .retry import RetrySpec
+from .retry import retry as retry_call
+from .rpc import CallableMetadata, Rpc, callable_methods
+from .schedules.scheduler import Scheduler
+from .schedules.types import Schedule
 
 __all__ = ["Agent"]
 
+T = TypeVar("T")
+
 _log = logging.getLogger("agents.agent")
 
+#: Every feature's tables, in a fixed order (the schema digest covers the order too).
+SCHEMA: tuple[str, ...] = (
+    *StateStore.SCHEMA,
+    *Scheduler.SCHEMA,
+    *Queue.SCHEMA,
+    *FiberRuns.SCHEMA,
+    *FiberRecovery.SCHEMA,
+    *FiberLedger.SCHEMA,
+)
 
-class Agent(
-    ConnectionsMixin,
-    RpcMixin,
-    StateMixin,
-    SchedulesMixin,
-    QueueMixin,
-    ManagedFibersMixin,
-    ManagedRecoveryMixin,
-    FibersMixin,
-    KeepAliveMixin,
-    DurableObject,
-):
-    """Base class for durable agents; subclass it and override the ``on_*`` hooks."""
+
+class Agent(DurableObject):
+    """Base class for durable agents; subclass it and override the ``on_*`` hooks.
+
+    ``_core``, ``_state``, ``_schedules``, ``_queue``, ``_fibers``, … are the framework's feature
+    objects: a subclass must not reuse these names."""
 
     options: ClassVar[AgentOptions] = AgentOptions()
+    #: The state an agent starts with (``None``: no initial state). Copied, never shared.
+    initial_state: ClassVar[Any] = None
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        self._init_keepalive()
-        self._init_state()
-        self._init_schedules()
-        self._init_queue()
-        self._init_fibers()
-        self._init_managed_fibers()
-        self._init_connections()
-        self._started = False
+        core = self._core = AgentCore(ctx, self)
+        self._heartbeat = Heartbeat(core, self)
+        self._connections = ConnectionSet(ctx)
+        self._state = StateStore(core, self, self._connections.broadcast_state)
+        self._rpc = Rpc(self)
+        self._websockets = WebSockets(core, self, self._connections, self._state, self._rpc.handle)
+        self._schedules = Scheduler(core, self)
+        self._queue = Queue(core, self)
+        self._fiber_runs = FiberRuns(core, self.keep_alive)
+        fiber_ledger = FiberLedger(core)
+        self._recovery = FiberRecovery(core, self, self._fiber_runs, fiber_ledger)
+        self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
+        core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
         ctx.blockConcurrencyWhile(self._start)
 
-    # -- lifecycle ----------------------------------------------------------------------------
+    # -- lifecycle ------------------------------------------------------------------------------
     async def _start(self) -> None:
-        ensure_schema(self.sql, self._schema_statements())
-        await self._check_run_fibers()
+        ensure_schema(self._core.sql, SCHEMA)
+        await self._recovery.scan()
         await self.on_start()
-        self._started = True
-        await self._resume_queue()
-        self._schedule_next_alarm()
-
-    def _schema_statements(self) -> list[str]:
-        from . import fibers, managed_fibers, queue, schedules, state
-
-        return [
-            *state.SCHEMA,
-            *schedules.SCHEMA,
-            *queue.SCHEMA,
-            *fibers.SCHEMA,
-            *managed_fibers.SCHEMA,
-        ]
+        self._core.started = True
+        self._queue.resume()
+        self._core.schedule_next_alarm()
 
     async def on_start(self) -> None:
         """Called once per activation, before any other event, after fiber recovery."""
@@ -106,64 +110,317 @@ class Agent(
         name = getattr(self.ctx.id, "name", None)
         return str(name if name is not None else self.ctx.id)
 
-    # -- SQL ----------------------------------------------------------------------------------
-    def _exec(self, query: str, *params: Any) -> Any:
-        return self.ctx.storage.sql.exec(query, *params)
-
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
-        """Run ``query`` with ``params``; rows as plain dicts. Errors name the query.
+        """Run ``query`` with ``params``; rows as plain dicts (:mod:`agents.core.sql`).
 
-        The one place where cursor rows become Python data (every module reads through it):
-        on Cloudflare ``exec`` returns a JavaScript cursor whose rows are ``JsProxy`` objects,
-        which neither ``dict(row)`` nor ``row["c"]`` handle, so the rows are taken with
-        ``toArray()`` and converted with ``to_py()`` when the result has it (Pyodide); on doemu
-        ``toArray()`` already gives dicts.
-        """
-        try:
-            rows: Any = self.ctx.storage.sql.exec(query, *params).toArray()
-            if hasattr(rows, "to_py"):
-                rows = rows.to_py()
-            return [dict(row) for row in rows]
-        except Exception as exc:
-            raise SqlQueryError(query, exc) from exc
+        Every feature reads through this method too. Errors name the query."""
+        return query_rows(self.ctx.storage.sql, query, *params)
 
     # -- the single alarm -----------------------------------------------------------------------
     async def alarm(self, alarm_info: Any = None) -> None:
         """Run everything that is due, then re-arm for the earliest pending wake-up.
 
-        Re-armed only on success. If the framework's own work raises (an SQL error, say), the
-        exception propagates so that the platform retries the alarm with back-off: re-arming
-        here would replace that retry (a ``setAlarm`` in a failing handler cancels it) with an
-        alarm due "now", and a persistent error would then spin in a tight loop.
-        """
-        now = float(Date.now())
-        await self._run_due_schedules(now)
-        await self._check_run_fibers()
-        self._schedule_next_alarm()
+        Re-armed only on success: if the framework's own work raises (an SQL error, say), the
+        platform retries the alarm with back-off, which a ``setAlarm`` here would cancel in
+        favour of an alarm due "now" — a persistent error would then spin in a tight loop."""
+        await self._run_due(self._core.now())
+        self._core.schedule_next_alarm()
 
-    def _next_wakeups(self, now: float) -> list[float]:
-        candidates = (
-            self._next_schedule_ms(now),
-            self._next_keepalive_ms(now),
-            self._next_fiber_recovery_ms(now),
+    async def _run_due(self, now: float) -> None:
+        """The alarm's work, feature by feature: due schedules, then fiber recovery."""
+        await self._schedules.run_due(now)
+        await self._recovery.scan()
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def state(self) -> Any:
+        """The current state (``None`` when unset and there is no ``initial_state``)."""
+        return self._state.value
+
+    @property
+    def has_state(self) -> bool:
+        """Whether a state is set (after falling back to ``initial_state`` if there is one)."""
+        return self._state.has_state
+
+    def set_state(self, state: Any) -> asyncio.Future[None]:
+        """Validate, persist and broadcast ``state`` now (synchronous: committed with this turn).
+
+        Raises ``StateValidationError`` if ``validate_state_change`` refuses or the message came
+        from a readonly connection. The future settles once ``on_state_changed`` has run."""
+        return self._state.set(state)
+
+    def validate_state_change(self, next_state: Any, source: StateSource) -> None:
+        """Raise to refuse ``next_state`` (then nothing is persisted or broadcast). Synchronous."""
+
+    def on_state_changed(self, state: Any, source: StateSource) -> Any:
+        """Called after a change was persisted and broadcast (may be ``async``)."""
+
+    # -- connections ----------------------------------------------------------------------------
+    async def fetch(self, request: Any) -> Any:
+        """A WebSocket upgrade becomes a connection; anything else goes to ``on_request``."""
+        return await self._websockets.fetch(request)
+
+    async def webSocketMessage(self, ws: Any, message: Any) -> None:
+        await self._websockets.message(ws, message)
+
+    async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
+        await self._websockets.close(ws, code, reason, was_clean)
+
+    async def webSocketError(self, ws: Any, error: Any) -> None:
+        await self._websockets.error(ws, error)
+
+    async def on_request(self, request: Any) -> Any:
+        """Handle a plain HTTP request to ``/agents/<class>/<name>``; the SDK answers 404."""
+        return Response("Not implemented", status=404)
+
+    async def on_connect(self, connection: Connection, ctx: ConnectionContext) -> None:
+        """A client connected (its identity and state frames were already sent)."""
+
+    async def on_message(self, connection: Connection, message: Any) -> None:
+        """A frame that is not part of the protocol (not state, not ``rpc``)."""
+
+    async def on_close(
+        self, connection: Connection, code: int, reason: str, was_clean: bool
+    ) -> None:
+        """A client disconnected (``was_clean=False``: it vanished without a Close frame)."""
+
+    def get_connection_tags(self, connection: Connection, ctx: ConnectionContext) -> list[str]:
+        """Extra tags for a new connection (``get_connections(tag)`` selects by them)."""
+        return []
+
+    def should_connection_be_readonly(self, connection: Connection, ctx: ConnectionContext) -> bool:
+        """Return True to refuse this connection's state updates (``cf_agent_state_error``)."""
+        return False
+
+    def should_send_protocol_messages(self, connection: Connection, ctx: ConnectionContext) -> bool:
+        """Return False for clients that cannot take the JSON protocol frames (binary-only)."""
+        return True
+
+    def set_connection_readonly(self, connection: Connection, readonly: bool = True) -> None:
+        connection._set_flag("readonly", readonly)
+
+    def is_connection_readonly(self, connection: Connection) -> bool:
+        return connection.readonly
+
+    def is_connection_protocol_enabled(self, connection: Connection) -> bool:
+        return connection.protocol_enabled
+
+    def get_connections(self, tag: str | None = None) -> list[Connection]:
+        """Open connections, optionally only those carrying ``tag``."""
+        return self._connections.get_connections(tag)
+
+    def get_connection(self, connection_id: str) -> Connection | None:
+        """The open connection with this id, or ``None``."""
+        return self._connections.get_connection(connection_id)
+
+    def broadcast(self, message: Any, without: Iterable[str] | None = None) -> None:
+        """Send ``message`` (``dict``/``list`` as JSON) to all open connections but ``without``."""
+        self._connections.broadcast(message, without)
+
+    def get_callable_methods(self) -> dict[str, CallableMetadata]:
+        """Every ``@callable()`` method of this agent's class, with its metadata."""
+        return callable_methods(type(self))
+
+    # -- schedules, queue, retry ----------------------------------------------------------------
+    async def schedule(
+        self,
+        when: datetime | timedelta | float | str,
+        callback: str | Callable[..., Any],
+        payload: Any = None,
+        *,
+        retry: RetrySpec | None = None,
+        idempotent: bool | None = None,
+    ) -> Schedule:
+        """Run ``callback`` once after ``when`` seconds / at a datetime, or on a cron string."""
+        return await self._schedules.schedule(
+            when, callback, payload, retry=retry, idempotent=idempotent
         )
-        return [c for c in candidates if c is not None]
 
-    def _schedule_next_alarm(self) -> None:
-        """Set the alarm to the earliest wake-up, or delete it when nothing is pending.
+    async def schedule_every(
+        self,
+        interval_seconds: float,
+        callback: str | Callable[..., Any],
+        payload: Any = None,
+        *,
+        retry: RetrySpec | None = None,
+        idempotent: bool | None = None,
+    ) -> Schedule:
+        """Run ``callback`` every ``interval_seconds`` (first run one interval from now)."""
+        return await self._schedules.schedule_every(
+            interval_seconds, callback, payload, retry=retry, idempotent=idempotent
+        )
 
-        Synchronous on purpose: storage calls take effect when made (on Cloudflare too, where the
-        returned promise runs without being awaited), so ``keep_alive()`` can re-arm in place.
+    async def cancel_schedule(self, id: str) -> bool:
+        """Delete the schedule; False when there was none. The alarm is recomputed."""
+        return await self._schedules.cancel_schedule(id)
+
+    def get_schedule(self, id: str) -> Schedule | None:
+        """The schedule with this id, or None."""
+        return self._schedules.get_schedule(id)
+
+    def get_schedules(
+        self,
+        criteria: Mapping[str, Any] | None = None,
+        *,
+        id: str | None = None,
+        type: str | None = None,
+        time_range: Mapping[str, Any] | tuple[Any, Any] | None = None,
+    ) -> list[Schedule]:
+        """Schedules matching every filter (the SDK's ``{"id", "type", "timeRange"}`` too)."""
+        return self._schedules.get_schedules(criteria, id=id, type=type, time_range=time_range)
+
+    async def queue(
+        self,
+        callback: str | Callable[..., Any],
+        payload: Any = None,
+        *,
+        retry: RetrySpec | None = None,
+    ) -> str:
+        """Persist a call of ``callback(payload, item)`` and process it in the background."""
+        return await self._queue.queue(callback, payload, retry=retry)
+
+    def dequeue(self, id: str) -> None:
+        """Remove one pending item."""
+        self._queue.dequeue(id)
+
+    def dequeue_all(self) -> None:
+        """Remove every pending item."""
+        self._queue.dequeue_all()
+
+    def dequeue_all_by_callback(self, callback: str) -> None:
+        """Remove every pending item for ``callback``."""
+        self._queue.dequeue_all_by_callback(callback)
+
+    def get_queue(self, id: str) -> QueueItem | None:
+        """The pending item with this id, or None."""
+        return self._queue.get_queue(id)
+
+    def get_queues(self, key: str, value: Any) -> list[QueueItem]:
+        """Pending items whose (object) payload has ``payload[key] == value``, in order."""
+        return self._queue.get_queues(key, value)
+
+    async def retry(
+        self,
+        fn: Callable[..., Awaitable[T]] | Callable[..., T],
+        *,
+        max_attempts: int | None = None,
+        base_delay_ms: int | None = None,
+        max_delay_ms: int | None = None,
+        should_retry: Callable[[BaseException, int], bool] | None = None,
+    ) -> T:
+        """Retry ``fn`` with full-jitter back-off, ``options.retry`` as defaults (agents.retry)."""
+        result: T = await retry_call(
+            fn,
+            max_attempts=max_attempts,
+            base_delay_ms=base_delay_ms,
+            max_delay_ms=max_delay_ms,
+            should_retry=should_retry,
+            defaults=self.options.retry,
+        )
+        return result
+
+    # -- keep-alive -----------------------------------------------------------------------------
+    @property
+    def keep_alive_refs(self) -> int:
+        """How many ``keep_alive()`` references are held (never negative)."""
+        return self._heartbeat.refs
+
+    def keep_alive(self) -> KeepAlive:
+        """Hold the object in memory until the returned disposer is called."""
+        return self._heartbeat.keep_alive()
+
+    async def keep_alive_while(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``fn()`` while holding a keep-alive reference; released however ``fn`` ends."""
+        return await self._heartbeat.keep_alive_while(fn)
+
+    # -- durable fibers -------------------------------------------------------------------------
+    def run_fiber(self, name: str, fn: FiberFn[T]) -> asyncio.Task[T]:
+        """Start ``fn(ctx)`` as a durable fiber; its row is written before this returns, so
+        ``self.ctx.waitUntil(self.run_fiber(...))`` is durable (see ``FiberRuns.run_fiber``)."""
+        return self._fiber_runs.run_fiber(name, fn)
+
+    def stash(self, data: Any) -> None:
+        """Checkpoint the current fiber (synchronously); raises outside a fiber."""
+        self._fiber_runs.stash(data)
+
+    @property
+    def running_fiber_ids(self) -> frozenset[str]:
+        """Ids of the fibers running in this process right now."""
+        return self._fiber_runs.running_ids
+
+    async def on_fiber_recovered(
+        self, ctx: FiberRecoveryContext
+    ) -> FiberResolution | dict[str, Any] | None:
+        """Called for each fiber left behind by a dead process; override to resume it.
+
+        Returning deletes the run row; raising keeps it, retried with back-off
+        (``keep_alive_interval_ms × 2ⁿ``, ≤ 5 min) until ``fiber_recovery_max_age_ms``. For a
+        managed fiber (``ctx.managed``) it may return a :class:`FiberResolution` to settle it.
+        At activation this runs inside ``blockConcurrencyWhile`` (30 s limit): start resumed work
+        in the background, ``self.ctx.waitUntil(self.run_fiber(ctx.name, ...))``, and return.
         """
-        now = float(Date.now())
-        wakeups = self._next_wakeups(now)
-        storage = self.ctx.storage
-        if wakeups:
-            storage.setAlarm(max(min(wakeups), now))
-        else:
-            storage.deleteAlarm()
+        _log.warning(
+            "agent %s: fiber %r (%s) was interrupted and on_fiber_recovered is not overridden; "
+            "its work is dropped",
+            self.name,
+            ctx.name,
+            ctx.id,
+        )
+        return None
 
-    def _schedule_next_alarm_soon(self) -> None:
-        """Recompute the alarm now if the agent has started (before that, ``_start`` does)."""
-        if self._started:
-            self._schedule_next_alarm()
+    # -- managed fibers -------------------------------------------------------------------------
+    def start_fiber(
+        self,
+        name: str,
+        fn: ManagedFn,
+        *,
+        fiber_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        wait_for_completion: bool = False,
+    ) -> asyncio.Future[FiberRecord]:
+        """Accept ``fn`` as a managed fiber (ledger and run rows written before this returns)."""
+        return self._fibers.start_fiber(
+            name,
+            fn,
+            fiber_id=fiber_id,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+            wait_for_completion=wait_for_completion,
+        )
+
+    async def inspect_fiber(self, fiber_id: str) -> FiberRecord | None:
+        """The managed fiber's record, or None."""
+        return await self._fibers.inspect_fiber(fiber_id)
+
+    async def inspect_fiber_by_key(self, idempotency_key: str) -> FiberRecord | None:
+        return await self._fibers.inspect_fiber_by_key(idempotency_key)
+
+    async def list_fibers(
+        self, status: StatusFilter = None, name: str | None = None, limit: int | None = None
+    ) -> list[FiberRecord]:
+        """Newest first; ``status`` may be one status or several; ``limit`` 1..100 (50)."""
+        return await self._fibers.list_fibers(status, name, limit)
+
+    async def cancel_fiber(self, fiber_id: str, reason: str | None = None) -> bool:
+        """Mark a live fiber ``aborted`` and signal its code; False if terminal or absent."""
+        return await self._fibers.cancel_fiber(fiber_id, reason)
+
+    async def cancel_fiber_by_key(self, idempotency_key: str, reason: str | None = None) -> bool:
+        return await self._fibers.cancel_fiber_by_key(idempotency_key, reason)
+
+    async def resolve_fiber(
+        self, fiber_id: str, result: FiberResolution | Mapping[str, Any]
+    ) -> bool:
+        """Settle an ``interrupted`` fiber (e.g. ``{"status": "completed"}``); False otherwise."""
+        return await self._fibers.resolve_fiber(fiber_id, result)
+
+    async def delete_fibers(
+        self,
+        status: StatusFilter = None,
+        *,
+        settled_before: float | _dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """Delete terminal records (default: completed, aborted, error), oldest settled first."""
+        return await self._fibers.delete_fibers(status, settled_before=settled_before, limit=limit)

@@ -1,11 +1,21 @@
-"""The exception tree of the agents library: one root, named subclasses that carry context."""
+"""The exception tree of the agents library: one root, named subclasses that carry context.
+
+Every error the library raises on purpose derives from :class:`AgentsError`, so ``except
+AgentsError`` catches exactly what the library decided to refuse, never a bug of its own. They all
+live here, so the whole tree reads in one place; each is exported from ``agents``.
+"""
 
 from __future__ import annotations
 
 __all__ = [
     "AgentsError",
+    "FiberAbortedError",
+    "FiberConflictError",
     "FiberError",
+    "FiberRecoveryExpiredError",
     "NotInFiberError",
+    "QueueError",
+    "RetryOptionsError",
     "RpcMethodError",
     "ScheduleError",
     "SqlQueryError",
@@ -30,8 +40,20 @@ class StateValidationError(AgentsError):
     """``validate_state_change`` refused a new state; nothing was persisted or broadcast."""
 
 
+class RpcMethodError(AgentsError):
+    """A WebSocket RPC frame named a method that is missing or not ``@callable``."""
+
+
 class ScheduleError(AgentsError):
     """A schedule was created or used wrongly (bad ``when``, unknown callback, bad cron)."""
+
+
+class QueueError(AgentsError):
+    """``queue()`` was used wrongly (unknown callback, payload not JSON, bad retry options)."""
+
+
+class RetryOptionsError(AgentsError, ValueError):
+    """Retry options that cannot work (unknown key, fewer than one attempt, base > max)."""
 
 
 class FiberError(AgentsError):
@@ -42,5 +64,16 @@ class NotInFiberError(FiberError):
     """``self.stash()`` was called outside a ``run_fiber`` callback."""
 
 
-class RpcMethodError(AgentsError):
-    """A WebSocket RPC frame named a method that is missing or not ``@callable``."""
+class FiberAbortedError(FiberError):
+    """Raised by ``FiberSignal.throw_if_aborted`` once ``cancel_fiber`` was called."""
+
+
+class FiberConflictError(FiberError):
+    """``start_fiber`` got a blank id/key, or an id and a key naming two different fibers."""
+
+
+class FiberRecoveryExpiredError(FiberError):
+    """A recovery hook kept failing until ``fiber_recovery_max_age_ms``; the row was dropped.
+
+    Reported through ``on_error``; ``__cause__`` is the hook's last exception.
+    """

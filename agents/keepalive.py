@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from .agent import Agent
+from .core.host import AgentHost, Core
 
-__all__ = ["KeepAlive", "KeepAliveMixin"]
+__all__ = ["Heartbeat", "KeepAlive"]
 
 T = TypeVar("T")
 
@@ -31,10 +30,10 @@ class KeepAlive:
     Releasing is idempotent: a second call does nothing, so the count never goes negative.
     """
 
-    __slots__ = ("_agent", "_released")
+    __slots__ = ("_heartbeat", "_released")
 
-    def __init__(self, agent: KeepAliveMixin) -> None:
-        self._agent = agent
+    def __init__(self, heartbeat: Heartbeat) -> None:
+        self._heartbeat = heartbeat
         self._released = False
 
     @property
@@ -45,7 +44,7 @@ class KeepAlive:
         if self._released:
             return
         self._released = True
-        self._agent._release_keep_alive()
+        self._heartbeat._release()
 
     async def __aenter__(self) -> KeepAlive:
         return self
@@ -60,44 +59,43 @@ class KeepAlive:
         return self
 
 
-class KeepAliveMixin:
-    """Reference-counted heartbeat; part of :class:`~agents.agent.Agent`."""
+class Heartbeat:
+    """The reference count behind ``keep_alive()``, and its share of the agent's alarm."""
 
-    _keep_alive_refs: int
+    __slots__ = ("_core", "_host", "_refs")
 
-    def _init_keepalive(self) -> None:
-        self._keep_alive_refs = 0
+    def __init__(self, core: Core, host: AgentHost) -> None:
+        self._core = core
+        self._host = host
+        self._refs = 0
 
     @property
-    def keep_alive_refs(self) -> int:
+    def refs(self) -> int:
         """How many ``keep_alive()`` references are held (never negative)."""
-        return self._keep_alive_refs
+        return self._refs
 
     def keep_alive(self) -> KeepAlive:
-        """Hold the object in memory until the returned disposer is called."""
-        self._keep_alive_refs += 1
-        if self._keep_alive_refs == 1:
-            self._agent_self()._schedule_next_alarm_soon()
+        """Take a reference; the first one arms the heartbeat."""
+        self._refs += 1
+        if self._refs == 1:
+            self._core.schedule_next_alarm_soon()
         return KeepAlive(self)
 
     async def keep_alive_while(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run ``fn()`` while holding a keep-alive reference; released however ``fn`` ends."""
+        """Run ``fn()`` while holding a reference; released however ``fn`` ends."""
         async with self.keep_alive():
             return await fn()
 
-    def _release_keep_alive(self) -> None:
-        if self._keep_alive_refs <= 0:  # defensive: disposers are idempotent already
+    def _release(self) -> None:
+        if self._refs <= 0:  # defensive: disposers are idempotent already
             _log.warning("keep_alive released more times than taken; ignored")
             return
-        self._keep_alive_refs -= 1
-        if self._keep_alive_refs == 0:
-            self._agent_self()._schedule_next_alarm_soon()
+        self._refs -= 1
+        if self._refs == 0:
+            self._core.schedule_next_alarm_soon()
 
-    def _next_keepalive_ms(self, now: float) -> float | None:
+    def next_wakeup(self, now: float) -> float | None:
         """The heartbeat's wake-up time while references are held."""
-        if self._keep_alive_refs <= 0:
+        if self._refs <= 0:
             return None
-        return now + self._agent_self().options.keep_alive_interval_ms
-
-    def _agent_self(self) -> Agent:
-        return self  # type: ignore[return-value]
+        return now + self._host.options.keep_alive_interval_ms

@@ -9,8 +9,8 @@ blocks the ones behind it.
 
 Unlike the TypeScript SDK, whose flush only runs after a new ``queue()`` call, items left behind
 by a crash or reset (the row is deleted only after its callback settled) are drained on the next
-activation: ``_resume_queue()`` runs from ``_start`` after ``on_start``. Callbacks therefore run
-*at least once* and should be idempotent.
+activation: :meth:`Queue.resume` runs from the Agent's ``_start`` after ``on_start``. Callbacks
+therefore run *at least once* and should be idempotent.
 """
 
 from __future__ import annotations
@@ -21,27 +21,20 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from js import Date
-
-from .callbacks import callback_name, find_callback, report_error
-from .errors import AgentsError
+from .core.callbacks import callback_name, find_callback, new_id, to_json
+from .core.host import AgentHost, Core
+from .errors import QueueError, RetryOptionsError
 from .retry import (
-    RetryMixin,
-    RetryOptionsError,
     RetrySpec,
     resolve_retry_options,
     retry_options_from_json,
     retry_options_to_json,
     run_callback,
 )
-from .schedule_types import new_id, to_json
 
-if TYPE_CHECKING:
-    from .agent import Agent
-
-__all__ = ["SCHEMA", "QueueError", "QueueItem", "QueueMixin"]
+__all__ = ["SCHEMA", "Queue", "QueueError", "QueueItem"]
 
 _log = logging.getLogger("agents.queue")
 
@@ -57,10 +50,6 @@ SCHEMA: tuple[str, ...] = (
     )
     """,
 )
-
-
-class QueueError(AgentsError):
-    """``queue()`` was used wrongly (unknown callback, payload not JSON, bad retry options)."""
 
 
 @dataclass(frozen=True)
@@ -108,16 +97,17 @@ def _row_to_item(row: Mapping[str, Any]) -> QueueItem:
 _ORDER = " ORDER BY created_at ASC, rowid ASC"
 
 
-class QueueMixin(RetryMixin):
-    """Durable FIFO of method calls; part of :class:`~agents.agent.Agent`."""
+class Queue:
+    """Durable FIFO of method calls of the agent that owns it."""
 
-    _queue_flushing: bool
+    __slots__ = ("_core", "_flushing", "_host")
+    #: The tables this feature owns (the Agent ensures them at every activation).
+    SCHEMA: ClassVar[tuple[str, ...]] = SCHEMA
 
-    def _init_queue(self) -> None:
-        self._queue_flushing = False
-
-    def _agent(self) -> Agent:
-        return self  # type: ignore[return-value]
+    def __init__(self, core: Core, host: AgentHost) -> None:
+        self._core = core
+        self._host = host
+        self._flushing = False
 
     async def queue(
         self,
@@ -127,103 +117,107 @@ class QueueMixin(RetryMixin):
         retry: RetrySpec | None = None,
     ) -> str:
         """Persist a call of ``callback(payload, item)`` and process it in the background."""
-        agent = self._agent()
-        name = callback_name(agent, callback)
+        host = self._host
+        name = callback_name(host, callback)
         if name is None:
             shown = callback if isinstance(callback, str) else getattr(callback, "__name__", "?")
-            raise QueueError(f"queue callback {shown!r} is not a method of {type(agent).__name__}")
+            raise QueueError(f"queue callback {shown!r} is not a method of {type(host).__name__}")
         try:
             payload_json = to_json(payload)
         except (TypeError, ValueError) as exc:
             raise QueueError(f"queue payload is not JSON-serializable: {exc}") from exc
         try:
-            resolve_retry_options(retry, agent.options.retry)
+            resolve_retry_options(retry, host.options.retry)
         except RetryOptionsError as exc:
             raise QueueError(str(exc)) from exc
         retry_json = retry_options_to_json(retry)
         item_id = new_id()
-        agent.sql(
+        self._core.sql(
             "INSERT INTO cf_agents_queues (id, payload, callback, created_at, retry_options) "
             "VALUES (?, ?, ?, ?, ?)",
             item_id,
             payload_json,
             name,
-            math.floor(float(Date.now()) / 1000),
+            math.floor(self._core.now() / 1000),
             to_json(retry_json) if retry_json else None,
         )
-        if getattr(agent, "_started", False):  # before that, _start resumes the queue
-            self._start_queue_flush()
+        if self._core.started:  # before that, the Agent's _start resumes the queue
+            self._start_flush()
         return item_id
 
-    def _start_queue_flush(self) -> None:
-        if not self._queue_flushing:
+    def _start_flush(self) -> None:
+        if not self._flushing:
             # A Task, not a bare coroutine: Pyodide hands a Future to JavaScript as a Promise.
-            self._agent().ctx.waitUntil(asyncio.ensure_future(self._flush_queue()))
+            self._core.wait_until(asyncio.ensure_future(self._flush()))
 
-    async def _resume_queue(self) -> None:
+    def resume(self) -> None:
         """Drain items an earlier activation left behind (in the background, not in ``_start``)."""
-        if self._agent().sql("SELECT id FROM cf_agents_queues LIMIT 1"):
-            self._start_queue_flush()
+        if self._core.sql("SELECT id FROM cf_agents_queues LIMIT 1"):
+            self._start_flush()
 
-    async def _flush_queue(self) -> None:
+    async def _flush(self) -> None:
         """Process items in order until the table is empty; one flush at a time."""
-        if self._queue_flushing:
+        if self._flushing:
             return
-        self._queue_flushing = True
-        agent = self._agent()
+        self._flushing = True
+        sql = self._core.sql
         try:
             while True:
-                rows = agent.sql("SELECT id FROM cf_agents_queues" + _ORDER)
+                rows = sql("SELECT id FROM cf_agents_queues" + _ORDER)
                 if not rows:
                     break
                 for entry in rows:
-                    current = agent.sql("SELECT * FROM cf_agents_queues WHERE id = ?", entry["id"])
+                    current = sql("SELECT * FROM cf_agents_queues WHERE id = ?", entry["id"])
                     if not current:
                         continue  # dequeued meanwhile
                     # Removed only once the callback settled (errors are caught inside): a
                     # reset mid-callback leaves the row for the next activation.
-                    await self._execute_queue_item(current[0])
+                    await self._execute(current[0])
                     self.dequeue(str(entry["id"]))
         finally:
-            self._queue_flushing = False
+            self._flushing = False
 
-    async def _execute_queue_item(self, row: Mapping[str, Any]) -> None:
-        agent = self._agent()
+    async def _execute(self, row: Mapping[str, Any]) -> None:
+        core, host = self._core, self._host
         try:
             item = _row_to_item(row)
         except ValueError as exc:
-            await report_error(
-                agent, QueueError(f"queue item {row['id']} has a corrupt payload: {exc}"), row
+            await core.report(
+                QueueError(f"queue item {row['id']} has a corrupt payload: {exc}"), row
             )
             return
-        method = find_callback(agent, item.callback)
+        method = find_callback(host, item.callback)
         if method is None:
-            await report_error(
-                agent,
-                QueueError(f"queue item {item.id}: callback {item.callback!r} not found"),
-                item,
+            await core.report(
+                QueueError(f"queue item {item.id}: callback {item.callback!r} not found"), item
             )
             return
         await run_callback(
-            agent, method, item, item.payload, item.retry, label=f"queue callback {item.callback!r}"
+            core,
+            host,
+            method,
+            item,
+            item.payload,
+            item.retry,
+            label=f"queue callback {item.callback!r}",
         )
 
-    # -- inspection and removal -------------------------------------------------------------------
+    # -- inspection and removal --------------------------------------------------------------------
     def dequeue(self, id: str) -> None:
         """Remove one pending item."""
-        self._agent().sql("DELETE FROM cf_agents_queues WHERE id = ?", id)
+        self._core.sql("DELETE FROM cf_agents_queues WHERE id = ?", id)
 
     def dequeue_all(self) -> None:
         """Remove every pending item."""
-        self._agent().sql("DELETE FROM cf_agents_queues")
+        self._core.sql("DELETE FROM cf_agents_queues")
 
     def dequeue_all_by_callback(self, callback: str) -> None:
         """Remove every pending item for ``callback``."""
-        self._agent().sql("DELETE FROM cf_agents_queues WHERE callback = ?", callback)
+        self._core.sql("DELETE FROM cf_agents_queues WHERE callback = ?", callback)
 
     def get_queue(self, id: str) -> QueueItem | None:
         """The pending item with this id, or None."""
-        rows = self._agent().sql("SELECT * FROM cf_agents_queues WHERE id = ?", id)
+        rows = self._core.sql("SELECT * FROM cf_agents_queues WHERE id = ?", id)
         if not rows:
             return None
         try:
@@ -234,7 +228,7 @@ class QueueMixin(RetryMixin):
     def get_queues(self, key: str, value: Any) -> list[QueueItem]:
         """Pending items whose (object) payload has ``payload[key] == value``, in order."""
         out: list[QueueItem] = []
-        for row in self._agent().sql("SELECT * FROM cf_agents_queues" + _ORDER):
+        for row in self._core.sql("SELECT * FROM cf_agents_queues" + _ORDER):
             try:
                 item = _row_to_item(row)
             except ValueError:

@@ -12,6 +12,10 @@ callback behaves the same wherever it runs:
 ``sleep`` and ``random`` are module-level hooks on purpose: the back-off is real time (a
 Durable Object has no other timer that an alarm handler could wait on), and tests replace them
 to assert the delays without waiting.
+
+:func:`run_callback` is the one retry-and-report path of schedule and queue callbacks:
+``method(payload, record)`` with the record's retry options, the final failure reported through
+``on_error(error, record)``.
 """
 
 from __future__ import annotations
@@ -23,15 +27,16 @@ import random as _random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from .callbacks import call_with_optional_args, report_error
-from .errors import AgentsError
+from .core.callbacks import call_with_optional_args
+from .core.host import AgentHost, Core
+from .errors import RetryOptionsError
 from .options import RetryOptions
 
 _log = logging.getLogger("agents.retry")
 
 __all__ = [
-    "RetryMixin",
     "RetryOptionsError",
+    "RetrySpec",
     "backoff_delay_ms",
     "random",
     "resolve_retry_options",
@@ -66,10 +71,6 @@ _SDK_KEYS = {
     "base_delay_ms": "baseDelayMs",
     "max_delay_ms": "maxDelayMs",
 }
-
-
-class RetryOptionsError(AgentsError, ValueError):
-    """Retry options that cannot work (unknown key, fewer than one attempt, base > max)."""
 
 
 def backoff_delay_ms(attempt: int, base_delay_ms: float, max_delay_ms: float) -> int:
@@ -166,34 +167,9 @@ async def retry(
             attempt = next_attempt
 
 
-class RetryMixin:
-    """``self.retry(fn, ...)`` with the agent's ``options.retry`` as defaults."""
-
-    async def retry(
-        self,
-        fn: Callable[..., Awaitable[T]] | Callable[..., T],
-        *,
-        max_attempts: int | None = None,
-        base_delay_ms: int | None = None,
-        max_delay_ms: int | None = None,
-        should_retry: Callable[[BaseException, int], bool] | None = None,
-    ) -> T:
-        """Retry ``fn`` (called with the 1-based attempt if it takes an argument); see module."""
-        options = getattr(self, "options", None)
-        defaults = getattr(options, "retry", None)
-        result: T = await retry(
-            fn,
-            max_attempts=max_attempts,
-            base_delay_ms=base_delay_ms,
-            max_delay_ms=max_delay_ms,
-            should_retry=should_retry,
-            defaults=defaults if isinstance(defaults, RetryOptions) else None,
-        )
-        return result
-
-
 async def run_callback(
-    agent: Any,
+    core: Core,
+    host: AgentHost,
     method: Callable[..., Any],
     record: Any,
     payload: Any,
@@ -203,13 +179,14 @@ async def run_callback(
 ) -> None:
     """Run a schedule's or queue item's callback as ``method(payload, record)`` with retries.
 
-    The record's own retry options apply (unreadable ones fall back to ``agent.options.retry``);
+    The record's own retry options apply (unreadable ones fall back to ``host.options.retry``);
     the final failure is logged and reported through ``on_error(error, record)``.
     """
+    defaults = host.options.retry
     try:
-        opts = resolve_retry_options(retry_options, agent.options.retry)
+        opts = resolve_retry_options(retry_options, defaults)
     except RetryOptionsError:
-        opts = agent.options.retry
+        opts = defaults
 
     async def attempt() -> Any:
         return await call_with_optional_args(method, payload, record)
@@ -218,4 +195,4 @@ async def run_callback(
         await retry(attempt, defaults=opts)
     except Exception as exc:
         _log.error("%s failed after %d attempts: %r", label, opts.max_attempts, exc)
-        await report_error(agent, exc, record, label)
+        await core.report(exc, record)

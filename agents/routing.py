@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from workers import Response
 
-from .protocol import camel_case_to_kebab_case
+from .core.protocol import camel_case_to_kebab_case
 
 __all__ = ["agent_namespaces", "route_agent_request"]
 

@@ -15,6 +15,10 @@ left open.
 
 Methods may be ``async`` or plain functions. Results and chunks must be JSON-serializable; a
 result that is not becomes an error frame rather than a silent drop.
+
+The dispatcher (:class:`Rpc`) looks methods up on the agent's *class* (``getattr_static``), so
+only functions defined there — never instance attributes — can be reached from the wire. The
+WebSocket layer hands it ``rpc`` frames (``Agent`` wires :meth:`Rpc.handle` in as ``on_rpc``).
 """
 
 from __future__ import annotations
@@ -23,16 +27,21 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from .core.connections import Connection
+from .core.host import AgentHost
+from .core.protocol import dumps, rpc_chunk_frame, rpc_error_frame, rpc_result_frame
 from .errors import RpcMethodError
-from .protocol import dumps, rpc_chunk_frame, rpc_error_frame, rpc_result_frame
 
-if TYPE_CHECKING:
-    from .agent import Agent
-    from .connections import Connection
-
-__all__ = ["CallableMetadata", "RpcMixin", "StreamingResponse", "callable", "is_callable"]
+__all__ = [
+    "CallableMetadata",
+    "Rpc",
+    "StreamingResponse",
+    "callable",
+    "callable_methods",
+    "is_callable",
+]
 
 _log = logging.getLogger("agents.rpc")
 
@@ -114,41 +123,46 @@ class StreamingResponse:
         return self._connection._send_quiet(text)
 
 
-class RpcMixin:
-    """``rpc`` frames → ``@callable()`` methods; part of :class:`~agents.agent.Agent`."""
+def callable_methods(agent_class: type) -> dict[str, CallableMetadata]:
+    """Every ``@callable()`` method of ``agent_class``, with its metadata (no instance needed)."""
+    found: dict[str, CallableMetadata] = {}
+    seen: set[str] = set()
+    for klass in agent_class.__mro__:  # the nearest definition decides, as dispatch does
+        for name, member in vars(klass).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            meta = _metadata(member) if inspect.isfunction(member) else None
+            if meta is not None:
+                found[name] = meta
+    return dict(sorted(found.items()))
 
-    def get_callable_methods(self) -> dict[str, CallableMetadata]:
-        """Every ``@callable()`` method of this agent's class, with its metadata."""
-        found: dict[str, CallableMetadata] = {}
-        seen: set[str] = set()
-        for klass in type(self).__mro__:  # the nearest definition decides, as dispatch does
-            for name, member in vars(klass).items():
-                if name in seen:
-                    continue
-                seen.add(name)
-                meta = _metadata(member) if inspect.isfunction(member) else None
-                if meta is not None:
-                    found[name] = meta
-        return dict(sorted(found.items()))
 
-    def _resolve_callable(self, method: str) -> tuple[Callable[..., Any], CallableMetadata]:
-        member = inspect.getattr_static(type(self), method, None)
+class Rpc:
+    """``rpc`` frames → ``@callable()`` methods of the agent that owns this dispatcher."""
+
+    __slots__ = ("_host",)
+
+    def __init__(self, host: AgentHost) -> None:
+        self._host = host
+
+    def _resolve(self, method: str) -> tuple[Callable[..., Any], CallableMetadata]:
+        member = inspect.getattr_static(type(self._host), method, None)
         if not inspect.isfunction(member):
             raise RpcMethodError(f"Method {method} does not exist")
         meta = _metadata(member)
         if meta is None:
             raise RpcMethodError(f"Method {method} is not callable")
-        bound: Callable[..., Any] = getattr(self, method)
+        bound: Callable[..., Any] = getattr(self._host, method)
         return bound, meta
 
-    async def _handle_rpc(self, connection: Connection, frame: dict[str, Any]) -> None:
+    async def handle(self, connection: Connection, frame: dict[str, Any]) -> None:
         """Answer one ``rpc`` frame (already validated by ``is_rpc_request``)."""
         rpc_id: str = frame["id"]
         method: str = frame["method"]
         args: list[Any] = frame["args"]
-        agent = self._rpc_agent()
         try:
-            fn, meta = self._resolve_callable(method)
+            fn, meta = self._resolve(method)
             if meta.streaming:
                 await self._run_streaming(connection, rpc_id, method, fn, args)
                 return
@@ -162,7 +176,7 @@ class RpcMixin:
             connection._send_quiet(text)
         except Exception as exc:
             if not isinstance(exc, RpcMethodError):
-                _log.error("agent %s: RPC %s failed: %r", agent.name, method, exc)
+                _log.error("agent %s: RPC %s failed: %r", self._host.name, method, exc)
             connection._send_quiet(rpc_error_frame(rpc_id, _message(exc)))
 
     async def _run_streaming(
@@ -179,12 +193,9 @@ class RpcMixin:
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:
-            _log.error("agent %s: streaming RPC %s failed: %r", self._rpc_agent().name, method, exc)
+            _log.error("agent %s: streaming RPC %s failed: %r", self._host.name, method, exc)
             if not stream.is_closed:
                 stream.error(_message(exc))
-
-    def _rpc_agent(self) -> Agent:
-        return self  # type: ignore[return-value]
 
 
 def _message(exc: BaseException) -> str:

@@ -16,8 +16,8 @@ import pytest
 from js import Date
 
 from agents import Agent, AgentOptions, NotInFiberError
-from agents.fiber_recovery import MAX_BACKOFF_MS, backoff_ms
-from agents.fiber_types import FiberContext, FiberRecoveryContext
+from agents.fibers.recovery import MAX_BACKOFF_MS, backoff_ms
+from agents.fibers.types import FiberContext, FiberRecoveryContext
 from doemu.clock import ManualClock
 
 from .polling import eventually
@@ -37,16 +37,16 @@ class FiberAgent(Agent):
     clock: ClassVar[ManualClock | None] = None
 
     async def on_start(self) -> None:
-        self._exec(
+        self.sql(
             "CREATE TABLE IF NOT EXISTS recovered_log "
             "(id TEXT, name TEXT, snapshot TEXT, created_at INTEGER, at INTEGER, attempt INTEGER)"
         )
-        self._exec("CREATE TABLE IF NOT EXISTS errors_log (kind TEXT, message TEXT, cause TEXT)")
+        self.sql("CREATE TABLE IF NOT EXISTS errors_log (kind TEXT, message TEXT, cause TEXT)")
 
     async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> None:
         from js import Date
 
-        self._exec(
+        self.sql(
             "INSERT INTO recovered_log VALUES (?, ?, ?, ?, ?, ?)",
             ctx.id,
             ctx.name,
@@ -61,7 +61,7 @@ class FiberAgent(Agent):
             raise RuntimeError(f"cannot recover {ctx.name}")
 
     async def on_error(self, error: BaseException, context: Any = None) -> None:
-        self._exec(
+        self.sql(
             "INSERT INTO errors_log VALUES (?, ?, ?)",
             type(error).__name__,
             str(error),
@@ -336,7 +336,7 @@ async def test_corrupt_snapshot_recovers_as_none(harness_factory: Any, unique_na
     await stub.start_bg("corrupted", [1])
     (row,) = await eventually(lambda: _runs_with_snapshots(stub, 1))
     corrupt = "UPDATE cf_agents_runs SET snapshot = '{not json' WHERE id = ?"
-    await h.runtime.host("FIBERS", name).call("test", lambda inst: inst._exec(corrupt, row["id"]))
+    await h.runtime.host("FIBERS", name).call("test", lambda inst: inst.sql(corrupt, row["id"]))
     h.reset("FIBERS", name, "simulated crash")
     (log,) = await stub.recovered()
     assert log["name"] == "corrupted"
@@ -356,7 +356,7 @@ class HandOffAgent(FiberAgent):
             # soon as this hook returns, in the same turn.
             self.ctx.waitUntil(self.run_fiber("resumed", _wait_forever))
             names = sorted(r["name"] for r in self.sql("SELECT name FROM cf_agents_runs"))
-            self._exec(
+            self.sql(
                 "INSERT INTO recovered_log VALUES ('', 'rows-at-hand-off', ?, 0, ?, 0)",
                 json.dumps(names),
                 Date.now(),

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from agents import Agent, AgentOptions, SqlQueryError
-from agents.fiber_types import FiberContext, FiberRecoveryContext
+from agents.fibers.types import FiberContext, FiberRecoveryContext
 
 from .polling import until
 
@@ -135,12 +135,12 @@ class FlakyAlarmAgent(Agent):
     failures: ClassVar[int] = 0
     calls: ClassVar[list[float]] = []
 
-    async def _run_due_schedules(self, now: float) -> None:
+    async def _run_due(self, now: float) -> None:
         type(self).calls.append(now)
         if type(self).failures > 0:
             type(self).failures -= 1
             raise SqlQueryError("SELECT id FROM cf_agents_schedules", RuntimeError("disk I/O"))
-        await super()._run_due_schedules(now)
+        await super()._run_due(now)
 
     async def tick(self) -> None:
         self.sql("CREATE TABLE IF NOT EXISTS ticks (n INTEGER)")
@@ -306,20 +306,18 @@ def test_name_tolerates_an_id_without_a_name_property() -> None:
     assert Agent.name.fget(fake) == "ab" * 32  # type: ignore[attr-defined]
 
 
-def test_state_rows_are_read_through_self_sql() -> None:
-    """``state`` loads via ``self.sql`` (never by iterating a raw cursor)."""
-    from agents.state import STATE_ROW_ID, StateMixin
+def test_state_rows_are_read_through_the_row_reading_sql() -> None:
+    """``state`` loads via the core's ``sql`` (rows as dicts), never through a raw cursor."""
+    from agents.core.state import STATE_ROW_ID, StateStore
 
-    class Holder(StateMixin):
-        name = "holder"
-
+    class Core:
         def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
             assert params == (STATE_ROW_ID,)
             return [{"state": json.dumps({"ok": True})}]
 
-        def _exec(self, query: str, *params: Any) -> Any:
+        def exec(self, query: str, *params: Any) -> None:
             raise AssertionError(f"raw cursor used for {query!r}")
 
-    holder = Holder()
-    holder._init_state()
-    assert holder.state == {"ok": True}
+    holder = SimpleNamespace(name="holder", initial_state=None)
+    store = StateStore(Core(), holder, broadcast=lambda state, source: None)  # type: ignore[arg-type]
+    assert store.value == {"ok": True}

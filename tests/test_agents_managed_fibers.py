@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agents import Agent, AgentOptions
-from agents.fiber_types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
+from agents.fibers.types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
 
 from .polling import eventually
 
@@ -29,11 +29,11 @@ class JobAgent(Agent):
     options = AgentOptions(keep_alive_interval_ms=1000)
 
     async def on_start(self) -> None:
-        self._exec("CREATE TABLE IF NOT EXISTS effects (fiber TEXT, step TEXT)")
-        self._exec("CREATE TABLE IF NOT EXISTS hook_log (ctx TEXT)")
+        self.sql("CREATE TABLE IF NOT EXISTS effects (fiber TEXT, step TEXT)")
+        self.sql("CREATE TABLE IF NOT EXISTS hook_log (ctx TEXT)")
 
     async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any:
-        self._exec(
+        self.sql(
             "INSERT INTO hook_log VALUES (?)",
             json.dumps(
                 {
@@ -57,7 +57,7 @@ class JobAgent(Agent):
         obj = self.name
 
         async def body(ctx: FiberContext) -> None:
-            self._exec("INSERT INTO effects VALUES (?, 'start')", key)
+            self.sql("INSERT INTO effects VALUES (?, 'start')", key)
             ctx.stash({"step": 1, "key": key})
             if mode == "fail":
                 raise ValueError("job failed")
@@ -66,7 +66,7 @@ class JobAgent(Agent):
                 ctx.signal.throw_if_aborted()
             if mode == "gated":
                 await gate(obj, key).wait()
-            self._exec("INSERT INTO effects VALUES (?, 'end')", key)
+            self.sql("INSERT INTO effects VALUES (?, 'end')", key)
 
         return body
 
@@ -194,7 +194,7 @@ async def test_cancel_is_cooperative_and_final(harness_factory: Any, unique_name
 
 
 async def _no_runs(stub: Any) -> bool:
-    return await stub.run_rows() == 0
+    return bool(await stub.run_rows() == 0)
 
 
 async def test_crash_leaves_running_fiber_interrupted_and_hook_sees_it(
@@ -293,7 +293,7 @@ class RaceJobAgent(JobAgent):
             await inner  # CancelledError propagates out of the fiber's code
 
         record = await self.start_fiber(name, body)
-        task = self._managed_tasks.get(record.fiber_id)
+        task = self._fibers.task(record.fiber_id)
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
         return {"fiber_id": record.fiber_id, "runs": await self.run_rows()}
@@ -302,7 +302,7 @@ class RaceJobAgent(JobAgent):
         """A ledger row whose process died before its run row was written."""
         from js import Date
 
-        self._exec(
+        self.sql(
             "INSERT INTO cf_agents_fibers (fiber_id, idempotency_key, name, status, snapshot, "
             "metadata_json, error_message, created_at, started_at, completed_at) "
             "VALUES (?, NULL, ?, 'pending', NULL, ?, NULL, ?, NULL, NULL)",

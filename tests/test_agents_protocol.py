@@ -18,8 +18,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from workers import Response, WorkerEntrypoint
 
 from agents import Agent
-from agents.connections import Connection, ConnectionContext
-from agents.protocol import camel_case_to_kebab_case
+from agents.core.connections import Connection, ConnectionContext
+from agents.core.protocol import camel_case_to_kebab_case
 from agents.routing import route_agent_request
 from agents.rpc import CallableMetadata, StreamingResponse, callable
 from doemu.runtime import ClassSpec, Runtime

@@ -17,7 +17,7 @@ import pytest
 from js import Date
 
 from agents import Agent, AgentOptions, RetryOptions
-from agents.schedules import Schedule
+from agents.schedules.types import Schedule
 from doemu.clock import ManualClock
 
 retry_module = importlib.import_module("agents.retry")
@@ -123,7 +123,7 @@ class Scheduler(Agent):
             now_s - 1,
             schedule_id,
         )
-        self._schedule_next_alarm()
+        self._core.schedule_next_alarm()
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from agents.schema import ensure_schema
+from agents.core.schema import ensure_schema
 
 
 def executor(db: sqlite3.Connection) -> Any:

@@ -1,23 +1,22 @@
 """What a schedule *is*: the ``Schedule`` record, its row mapping, and parsing of ``when``.
 
-Kept apart from :mod:`agents.schedules` (which runs schedules on the alarm) so the data model —
-the SDK's ``Schedule`` shape, its units (Unix seconds) and the rules for turning ``when`` into a
-row — reads on its own and is shared with the queue (ids, JSON spelling).
+Kept apart from :mod:`agents.schedules.scheduler` (which runs schedules on the alarm) so the data
+model — the SDK's ``Schedule`` shape, its units (Unix seconds) and the rules for turning ``when``
+into a row — reads on its own.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
+from ..errors import ScheduleError
+from ..retry import retry_options_from_json, retry_options_to_json
 from .cron import is_valid_cron, next_cron_time_s
-from .errors import ScheduleError
-from .retry import retry_options_from_json, retry_options_to_json
 
 __all__ = [
     "ONE_SHOT_TYPES",
@@ -27,27 +26,13 @@ __all__ = [
     "Timing",
     "epoch_seconds",
     "interval_seconds_of",
-    "new_id",
     "row_to_schedule",
     "timing_for",
-    "to_json",
 ]
 
 ScheduleType = Literal["scheduled", "delayed", "cron", "interval"]
 SCHEDULE_TYPES: frozenset[str] = frozenset({"scheduled", "delayed", "cron", "interval"})
 ONE_SHOT_TYPES: frozenset[str] = frozenset({"scheduled", "delayed"})
-
-_ID_ALPHABET = "useandom-26T198340PX75pxJACKVERYMINDBUSHWOLF_GQZbfghjklqvwyzrict"
-
-
-def new_id(size: int = 9) -> str:
-    """A nanoid-style id (the SDK uses ``nanoid(9)`` for schedule and queue rows)."""
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(size))
-
-
-def to_json(value: Any) -> str:
-    """``JSON.stringify`` spelling (no spaces), so identical payloads compare equal in SQL."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Both kinds run user code as a *fiber*: a unit of work registered in SQLite befor
 an eviction or crash leaves evidence that recovery can act on. This module holds only the value
 types they share — the context a fiber body receives, the context a recovery hook receives, the
 cooperative cancellation signal, the managed status enum and the resolution a hook may return —
-so neither feature module has to import the other.
+so that running, managing and recovering fibers share one vocabulary and none of their modules
+has to import another for it. (The fiber errors live in :mod:`agents.errors` with the rest.)
 """
 
 from __future__ import annotations
@@ -17,15 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FiberError
+from ..errors import FiberAbortedError, FiberError
 
 __all__ = [
     "TERMINAL_STATUSES",
-    "FiberAbortedError",
-    "FiberConflictError",
     "FiberContext",
     "FiberRecoveryContext",
-    "FiberRecoveryExpiredError",
     "FiberResolution",
     "FiberSignal",
     "FiberStatus",
@@ -33,21 +31,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("agents.fibers")
-
-
-class FiberAbortedError(FiberError):
-    """Raised by :meth:`FiberSignal.throw_if_aborted` once ``cancel_fiber`` was called."""
-
-
-class FiberConflictError(FiberError):
-    """``start_fiber`` got a blank id/key, or an id and a key naming two different fibers."""
-
-
-class FiberRecoveryExpiredError(FiberError):
-    """A recovery hook kept failing until ``fiber_recovery_max_age_ms``; the row was dropped.
-
-    Reported through ``on_error``; ``__cause__`` is the hook's last exception.
-    """
 
 
 class FiberStatus(enum.StrEnum):

@@ -1,4 +1,4 @@
-"""Named callbacks: how schedules and queue items refer to, and call, a method of the agent.
+"""Named callbacks: how schedule and queue rows refer to, store, and call a method of the agent.
 
 The SDK persists a callback as the *name* of an agent method (a function cannot be stored), so a
 row outlives the process and is resolved again on the next activation. Python callers may also
@@ -6,18 +6,33 @@ pass the bound method itself; only its name is kept, after checking that the nam
 the same method. The SDK calls a callback with extra context — ``(payload, schedule)``,
 ``(payload, item)``, ``(attempt)`` — which a JavaScript function ignores by declaring fewer
 parameters; :func:`call_with_optional_args` gives Python callbacks the same freedom.
+
+Such rows (``cf_agents_schedules``, ``cf_agents_queues``) also share their id format
+(:func:`new_id`, the SDK's ``nanoid(9)``) and payload spelling (:func:`to_json`, as
+``JSON.stringify`` writes it, so identical payloads compare equal in SQL).
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
+import json
+import secrets
 from collections.abc import Callable
 from typing import Any
 
-_log = logging.getLogger("agents.callbacks")
+__all__ = ["call_with_optional_args", "callback_name", "find_callback", "new_id", "to_json"]
 
-__all__ = ["call_with_optional_args", "callback_name", "find_callback", "report_error"]
+_ID_ALPHABET = "useandom-26T198340PX75pxJACKVERYMINDBUSHWOLF_GQZbfghjklqvwyzrict"
+
+
+def new_id(size: int = 9) -> str:
+    """A nanoid-style id (the SDK uses ``nanoid(9)`` for schedule and queue rows)."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(size))
+
+
+def to_json(value: Any) -> str:
+    """``JSON.stringify`` spelling (no spaces), so identical payloads compare equal in SQL."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def callback_name(agent: object, callback: str | Callable[..., Any]) -> str | None:
@@ -64,17 +79,3 @@ def _positional_capacity(fn: Callable[..., Any], available: int) -> int:
         ):
             count += 1
     return min(count, available)
-
-
-async def report_error(agent: Any, error: Exception, context: Any, what: str = "callback") -> None:
-    """Hand a framework-run callback's failure to ``agent.on_error(error, context)``.
-
-    An ``on_error`` that raises in turn is logged and swallowed, as the SDK does: a broken error
-    hook must not stop the queue or the schedule loop.
-    """
-    try:
-        result = agent.on_error(error, context)
-        if inspect.isawaitable(result):
-            await result
-    except Exception:
-        _log.exception("on_error raised while reporting a %s failure", what)

@@ -15,7 +15,7 @@ Behaviour, as in the SDK:
   and then nothing is persisted or broadcast — then writes the row, broadcasts ``cf_agent_state``
   to every connection except the one the change came from, and finally runs
   ``on_state_changed(state, source)``. ``source`` is ``"server"`` or the client
-  :class:`~agents.connections.Connection`.
+  :class:`~agents.core.connections.Connection`.
 * ``on_state_changed`` is a notification: it runs after the write, its errors go to ``on_error``
   and never undo the change. ``set_state`` itself is synchronous (the write is committed before the
   caller's next ``await``, like the SDK's synchronous ``setState``) and returns an awaitable that
@@ -23,6 +23,10 @@ Behaviour, as in the SDK:
 
 The cached value is the JSON round trip of what was set (tuples become lists, keys strings), so
 what a caller reads back never differs from what a fresh activation would load.
+
+The store reads through the core's row-reading ``sql`` (never by iterating a raw cursor, which
+on Cloudflare yields JavaScript rows), and pushes changes to clients through the ``broadcast``
+the Agent wires in (:meth:`~agents.core.connections.ConnectionSet.broadcast_state`).
 """
 
 from __future__ import annotations
@@ -31,15 +35,15 @@ import asyncio
 import inspect
 import json
 import logging
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
 
-from .errors import StateValidationError
+from ..errors import StateValidationError
+from .connections import current_connection
+from .host import AgentHost, Core
 from .protocol import STATE_READONLY_ERROR
 
-if TYPE_CHECKING:
-    from .agent import Agent
-
-__all__ = ["SCHEMA", "STATE_ROW_ID", "StateMixin", "StateSource"]
+__all__ = ["SCHEMA", "STATE_ROW_ID", "StateHooks", "StateSource", "StateStore"]
 
 _log = logging.getLogger("agents.state")
 
@@ -59,79 +63,82 @@ StateSource = Any
 _UNSET: Any = object()
 
 
-class StateMixin:
-    """``state`` / ``set_state`` and their hooks; part of :class:`~agents.agent.Agent`."""
+class StateHooks(AgentHost, Protocol):
+    """What the state store reads and calls on the agent."""
 
-    #: The state an agent starts with (``None``: no initial state). Copied, never shared.
-    initial_state: ClassVar[Any] = None
+    @property
+    def initial_state(self) -> Any: ...
 
-    _state_value: Any
+    def validate_state_change(self, next_state: Any, source: StateSource) -> Any: ...
 
-    def _init_state(self) -> None:
-        self._state_value = _UNSET
+    def on_state_changed(self, state: Any, source: StateSource) -> Any: ...
 
-    # -- hooks ----------------------------------------------------------------------------------
-    def validate_state_change(self, next_state: Any, source: StateSource) -> None:
-        """Raise to refuse ``next_state`` (then nothing is persisted or broadcast). Synchronous."""
 
-    def on_state_changed(self, state: Any, source: StateSource) -> Any:
-        """Called after a change was persisted and broadcast (may be ``async``)."""
+class StateStore:
+    """``Agent.state`` / ``set_state``: the cached value, its row, and the change pipeline."""
+
+    __slots__ = ("_broadcast", "_core", "_hooks", "_value")
+    #: The tables this feature owns (the Agent ensures them at every activation).
+    SCHEMA: ClassVar[tuple[str, ...]] = SCHEMA
+
+    def __init__(
+        self,
+        core: Core,
+        hooks: StateHooks,
+        broadcast: Callable[[Any, StateSource], None],
+    ) -> None:
+        self._core = core
+        self._hooks = hooks
+        self._broadcast = broadcast
+        self._value: Any = _UNSET
 
     # -- reading --------------------------------------------------------------------------------
     @property
-    def state(self) -> Any:
+    def value(self) -> Any:
         """The current state (``None`` when unset and there is no ``initial_state``)."""
-        if self._state_value is not _UNSET:
-            return self._state_value
-        agent = self._state_agent()
-        rows = agent.sql("SELECT state FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
+        if self._value is not _UNSET:
+            return self._value
+        hooks = self._hooks
+        rows = self._core.sql("SELECT state FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
         if rows:
             raw = rows[0]["state"]
             try:
                 if not isinstance(raw, str):
                     raise ValueError(f"expected JSON text, got {type(raw).__name__}")
-                self._state_value = json.loads(raw)
-                return self._state_value
+                self._value = json.loads(raw)
+                return self._value
             except ValueError as exc:
                 _log.error(
                     "agent %s: stored state is not valid JSON (%s); falling back to initial_state",
-                    agent.name,
+                    hooks.name,
                     exc,
                 )
-                if self.initial_state is None:
-                    agent._exec("DELETE FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
+                if hooks.initial_state is None:
+                    self._core.exec("DELETE FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
                     return None
-        elif self.initial_state is None:
+        elif hooks.initial_state is None:
             return None
-        self._apply_state(_json_copy(self.initial_state), "server")
-        return self._state_value
+        self.apply(_json_copy(hooks.initial_state), "server")
+        return self._value
 
     @property
     def has_state(self) -> bool:
         """Whether a state is set (after falling back to ``initial_state`` if there is one)."""
-        _ = self.state
-        return self._state_value is not _UNSET
+        _ = self.value
+        return self._value is not _UNSET
 
     # -- writing --------------------------------------------------------------------------------
-    def set_state(self, state: Any) -> asyncio.Future[None]:
-        """Validate, persist and broadcast ``state`` now; ``on_state_changed`` runs after.
-
-        Raises :class:`~agents.errors.StateValidationError` when ``validate_state_change``
-        refuses (its exception is the ``__cause__``) or when called while handling a message from
-        a readonly connection. The returned future settles once ``on_state_changed`` has run.
-        """
-        from .connections import current_connection
-
+    def set(self, state: Any) -> asyncio.Future[None]:
+        """``set_state``: refused while handling a readonly connection's message, else applied."""
         connection = current_connection.get()
         if connection is not None and connection.readonly:
             raise StateValidationError(STATE_READONLY_ERROR)
-        return self._apply_state(state, "server")
+        return self.apply(state, "server")
 
-    def _apply_state(self, state: Any, source: StateSource) -> asyncio.Future[None]:
+    def apply(self, state: Any, source: StateSource) -> asyncio.Future[None]:
         """The one path every change takes: validate, persist, cache, broadcast, notify."""
-        agent = self._state_agent()
         try:
-            verdict: Any = self.validate_state_change(state, source)  # type: ignore[func-returns-value]
+            verdict = self._hooks.validate_state_change(state, source)
         except StateValidationError:
             raise
         except Exception as exc:
@@ -146,40 +153,30 @@ class StateMixin:
             serialized = json.dumps(state, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"agent state must be JSON-serializable: {exc}") from exc
-        agent._exec(
+        self._core.exec(
             "INSERT OR REPLACE INTO cf_agents_state (id, state) VALUES (?, ?)",
             STATE_ROW_ID,
             serialized,
         )
-        self._state_value = json.loads(serialized)
-        current = self._state_value
-        agent._broadcast_state(current, source)
-        return self._notify_state_changed(current, source)
+        self._value = json.loads(serialized)
+        current = self._value
+        self._broadcast(current, source)
+        return self._notify_changed(current, source)
 
-    def _notify_state_changed(self, state: Any, source: StateSource) -> asyncio.Future[None]:
-        agent = self._state_agent()
+    def _notify_changed(self, state: Any, source: StateSource) -> asyncio.Future[None]:
+        core, hooks = self._core, self._hooks
 
         async def notify() -> None:
             try:
-                result = self.on_state_changed(state, source)
+                result = hooks.on_state_changed(state, source)
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
-                await _report(agent, exc, "on_state_changed")
+                await core.report(exc, "on_state_changed")
 
         task = asyncio.ensure_future(notify())
-        agent.ctx.waitUntil(task)
+        core.wait_until(task)
         return task
-
-    def _state_agent(self) -> Agent:
-        return self  # type: ignore[return-value]
-
-
-async def _report(agent: Agent, error: BaseException, context: Any) -> None:
-    try:
-        await agent.on_error(error, context)
-    except Exception:
-        _log.exception("agent %s: on_error raised while reporting %r", agent.name, error)
 
 
 def _json_copy(value: Any) -> Any:

@@ -32,39 +32,31 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from js import Date
-
-from .callbacks import callback_name, find_callback, report_error
-from .cron import next_cron_time_s
-from .errors import ScheduleError
-from .retry import (
-    RetryMixin,
-    RetryOptionsError,
+from ..core.callbacks import callback_name, find_callback, new_id, to_json
+from ..core.host import AgentHost, Core
+from ..errors import RetryOptionsError, ScheduleError
+from ..retry import (
     RetrySpec,
     resolve_retry_options,
     retry_options_from_json,
     retry_options_to_json,
     run_callback,
 )
-from .schedule_types import (
+from .cron import next_cron_time_s
+from .types import (
     ONE_SHOT_TYPES,
     SCHEDULE_TYPES,
     Schedule,
     Timing,
     epoch_seconds,
     interval_seconds_of,
-    new_id,
     row_to_schedule,
     timing_for,
-    to_json,
 )
 
-if TYPE_CHECKING:
-    from .agent import Agent
-
-__all__ = ["SCHEMA", "Schedule", "SchedulesMixin"]
+__all__ = ["SCHEMA", "Scheduler"]
 
 _log = logging.getLogger("agents.schedules")
 
@@ -91,16 +83,18 @@ SCHEMA: tuple[str, ...] = (
 )
 
 
-class SchedulesMixin(RetryMixin):
-    """Persistent schedules on the agent's single alarm; part of :class:`~agents.agent.Agent`."""
+class Scheduler:
+    """Persistent schedules on the agent's single alarm (every fact lives in the table)."""
 
-    def _init_schedules(self) -> None:
-        """Nothing in memory: every schedule fact lives in ``cf_agents_schedules``."""
+    __slots__ = ("_core", "_host")
+    #: The tables this feature owns (the Agent ensures them at every activation).
+    SCHEMA: ClassVar[tuple[str, ...]] = SCHEMA
 
-    def _agent(self) -> Agent:
-        return self  # type: ignore[return-value]
+    def __init__(self, core: Core, host: AgentHost) -> None:
+        self._core = core
+        self._host = host
 
-    # -- creating -------------------------------------------------------------------------------
+    # -- creating ----------------------------------------------------------------------------------
     async def schedule(
         self,
         when: datetime | timedelta | float | str,
@@ -112,18 +106,14 @@ class SchedulesMixin(RetryMixin):
     ) -> Schedule:
         """Run ``callback`` once after ``when`` seconds / at a datetime, or on a cron string."""
         name = self._checked_callback(callback)
-        timing = timing_for(when, float(Date.now()), name)
-        if (
-            timing.type in ONE_SHOT_TYPES
-            and idempotent is None
-            and not getattr(self, "_started", True)
-        ):
+        timing = timing_for(when, self._core.now(), name)
+        if timing.type in ONE_SHOT_TYPES and idempotent is None and not self._core.started:
             _log.warning(
                 "schedule(%r) during startup without idempotent=True adds a row on every "
                 "activation; pass idempotent=True or use schedule_every()",
                 name,
             )
-        return self._insert_schedule(timing, name, payload, retry, idempotent)
+        return self._insert(timing, name, payload, retry, idempotent)
 
     async def schedule_every(
         self,
@@ -137,20 +127,20 @@ class SchedulesMixin(RetryMixin):
         """Run ``callback`` every ``interval_seconds`` (first run one interval from now)."""
         seconds = interval_seconds_of(interval_seconds)
         name = self._checked_callback(callback)
-        now_s = float(Date.now()) / 1000
+        now_s = self._core.now() / 1000
         timing = Timing("interval", math.floor(now_s + seconds), interval_seconds=seconds)
-        return self._insert_schedule(timing, name, payload, retry, idempotent)
+        return self._insert(timing, name, payload, retry, idempotent)
 
     def _checked_callback(self, callback: str | Callable[..., Any]) -> str:
-        name = callback_name(self, callback)
+        name = callback_name(self._host, callback)
         if name is None:
             shown = callback if isinstance(callback, str) else getattr(callback, "__name__", "?")
             raise ScheduleError(
-                f"schedule callback {shown!r} is not a method of {type(self).__name__}"
+                f"schedule callback {shown!r} is not a method of {type(self._host).__name__}"
             )
         return name
 
-    def _insert_schedule(
+    def _insert(
         self,
         timing: Timing,
         callback: str,
@@ -158,13 +148,13 @@ class SchedulesMixin(RetryMixin):
         retry_spec: RetrySpec | None,
         idempotent: bool | None,
     ) -> Schedule:
-        agent = self._agent()
+        core = self._core
         try:
             payload_json = to_json(payload)
         except (TypeError, ValueError) as exc:
             raise ScheduleError(f"schedule payload is not JSON-serializable: {exc}") from exc
         try:
-            resolve_retry_options(retry_spec, agent.options.retry)
+            resolve_retry_options(retry_spec, self._host.options.retry)
             retry_json = retry_options_to_json(retry_spec)
         except RetryOptionsError as exc:
             raise ScheduleError(str(exc)) from exc
@@ -173,10 +163,10 @@ class SchedulesMixin(RetryMixin):
         if dedupe:
             existing = self._find_matching_row(timing, callback, payload_json)
             if existing is not None:
-                agent._schedule_next_alarm_soon()
+                core.schedule_next_alarm_soon()
                 return row_to_schedule(existing)
         schedule_id = new_id()
-        agent.sql(
+        core.sql(
             "INSERT INTO cf_agents_schedules (id, callback, payload, type, time, delayInSeconds, "
             "cron, intervalSeconds, running, created_at, retry_options) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
@@ -188,10 +178,10 @@ class SchedulesMixin(RetryMixin):
             timing.delay_in_seconds,
             timing.cron,
             timing.interval_seconds,
-            math.floor(float(Date.now()) / 1000),
+            math.floor(core.now() / 1000),
             to_json(retry_json) if retry_json else None,
         )
-        agent._schedule_next_alarm_soon()
+        core.schedule_next_alarm_soon()
         return Schedule(
             id=schedule_id,
             callback=callback,
@@ -218,14 +208,14 @@ class SchedulesMixin(RetryMixin):
         elif timing.type == "interval":
             query += " AND intervalSeconds = ?"
             params.append(timing.interval_seconds)
-        rows = self._agent().sql(query + " ORDER BY time ASC LIMIT 1", *params)
+        rows = self._core.sql(query + " ORDER BY time ASC LIMIT 1", *params)
         return rows[0] if rows else None
 
-    # -- reading and cancelling -------------------------------------------------------------------
+    # -- reading and cancelling --------------------------------------------------------------------
     def get_schedule(self, id: str) -> Schedule | None:
         """The schedule with this id, or None."""
-        rows = self._agent().sql("SELECT * FROM cf_agents_schedules WHERE id = ?", id)
-        return self._readable(rows[0]) if rows else None
+        rows = self._core.sql("SELECT * FROM cf_agents_schedules WHERE id = ?", id)
+        return _readable(rows[0]) if rows else None
 
     def get_schedules(
         self,
@@ -265,43 +255,36 @@ class SchedulesMixin(RetryMixin):
             end_s = epoch_seconds(end, "end")
             query += " AND time >= ? AND time <= ?"
             params += [start_s if start_s is not None else 0, end_s if end_s is not None else 2**53]
-        rows = self._agent().sql(query + " ORDER BY time ASC, rowid ASC", *params)
-        return [s for s in (self._readable(r) for r in rows) if s is not None]
-
-    def _readable(self, row: Mapping[str, Any]) -> Schedule | None:
-        try:
-            return row_to_schedule(row)
-        except ValueError:
-            _log.error("schedule %s has a corrupt payload; skipped", row.get("id"))
-            return None
+        rows = self._core.sql(query + " ORDER BY time ASC, rowid ASC", *params)
+        return [s for s in (_readable(r) for r in rows) if s is not None]
 
     async def cancel_schedule(self, id: str) -> bool:
         """Delete the schedule; False when there was none. The alarm is recomputed."""
-        agent = self._agent()
-        if not agent.sql("SELECT id FROM cf_agents_schedules WHERE id = ?", id):
+        core = self._core
+        if not core.sql("SELECT id FROM cf_agents_schedules WHERE id = ?", id):
             return False
-        agent.sql("DELETE FROM cf_agents_schedules WHERE id = ?", id)
-        agent._schedule_next_alarm_soon()
+        core.sql("DELETE FROM cf_agents_schedules WHERE id = ?", id)
+        core.schedule_next_alarm_soon()
         return True
 
     # -- the alarm's share ------------------------------------------------------------------------
     def _hung_cutoff_s(self, now_ms: float) -> int:
-        return math.floor(now_ms / 1000) - self._agent().options.hung_schedule_timeout_seconds
+        return math.floor(now_ms / 1000) - self._host.options.hung_schedule_timeout_seconds
 
-    def _next_schedule_ms(self, now: float) -> float | None:
+    def next_wakeup(self, now: float) -> float | None:
         """Earliest wake-up for schedules (ms): a ready row, or a running interval turning hung.
 
         A running interval that is not hung yet is not "ready" (it would be skipped), but the
         moment it would count as hung is a wake-up, so a run lost to a crash is retried.
         """
-        agent = self._agent()
+        sql = self._core.sql
         cutoff = self._hung_cutoff_s(now)
-        ready = agent.sql(
+        ready = sql(
             "SELECT MIN(time) AS t FROM cf_agents_schedules WHERE type != 'interval' "
             "OR running = 0 OR running IS NULL OR coalesce(execution_started_at, 0) <= ?",
             cutoff,
         )
-        running = agent.sql(
+        running = sql(
             "SELECT MIN(execution_started_at) AS t FROM cf_agents_schedules "
             "WHERE type = 'interval' AND running = 1 AND coalesce(execution_started_at, 0) > ?",
             cutoff,
@@ -310,26 +293,27 @@ class SchedulesMixin(RetryMixin):
         if ready and ready[0]["t"] is not None:
             candidates.append(float(ready[0]["t"]) * 1000)
         if running and running[0]["t"] is not None:
-            timeout = agent.options.hung_schedule_timeout_seconds
+            timeout = self._host.options.hung_schedule_timeout_seconds
             candidates.append((float(running[0]["t"]) + timeout) * 1000)
         return min(candidates) if candidates else None
 
-    async def _run_due_schedules(self, now: float) -> None:
+    async def run_due(self, now: float) -> None:
         """Execute every row due at ``now`` (ms), in time order, then advance or delete it."""
-        agent = self._agent()
+        sql = self._core.sql
+        timeout = self._host.options.hung_schedule_timeout_seconds
         now_s = math.floor(now / 1000)
-        due = agent.sql(
+        due = sql(
             "SELECT id FROM cf_agents_schedules WHERE time <= ? ORDER BY time ASC, rowid ASC",
             now_s,
         )
         for entry in due:
-            rows = agent.sql("SELECT * FROM cf_agents_schedules WHERE id = ?", entry["id"])
+            rows = sql("SELECT * FROM cf_agents_schedules WHERE id = ?", entry["id"])
             if not rows or rows[0]["time"] is None or rows[0]["time"] > now_s:
                 continue  # cancelled or moved by an earlier callback
             row = rows[0]
             if row["type"] == "interval" and row.get("running") == 1:
                 elapsed = now_s - int(row.get("execution_started_at") or 0)
-                if elapsed < agent.options.hung_schedule_timeout_seconds:
+                if elapsed < timeout:
                     _log.warning("interval schedule %s is still running; skipped", row["id"])
                     continue
                 _log.warning(
@@ -338,38 +322,38 @@ class SchedulesMixin(RetryMixin):
                     elapsed,
                 )
             if row["type"] == "interval":
-                agent.sql(
+                sql(
                     "UPDATE cf_agents_schedules SET running = 1, execution_started_at = ? "
                     "WHERE id = ?",
                     now_s,
                     row["id"],
                 )
-            await self._execute_schedule(row)
-            self._advance_schedule(row)
+            await self._execute(row)
+            self._advance(row)
 
-    async def _execute_schedule(self, row: Mapping[str, Any]) -> None:
+    async def _execute(self, row: Mapping[str, Any]) -> None:
         """Run one row's callback with retries; a final failure goes to ``on_error``."""
-        agent = self._agent()
+        core, host = self._core, self._host
         try:
             schedule = row_to_schedule(row)
         except ValueError as exc:
-            await report_error(
-                agent, ScheduleError(f"schedule {row['id']} has a corrupt payload: {exc}"), row
+            await core.report(
+                ScheduleError(f"schedule {row['id']} has a corrupt payload: {exc}"), row
             )
             return
-        method = find_callback(agent, schedule.callback)
+        method = find_callback(host, schedule.callback)
         if method is None:
-            await report_error(
-                agent,
+            await core.report(
                 ScheduleError(
                     f"schedule {schedule.id}: callback {schedule.callback!r} is not a method of "
-                    f"{type(agent).__name__}"
+                    f"{type(host).__name__}"
                 ),
                 schedule,
             )
             return
         await run_callback(
-            agent,
+            core,
+            host,
             method,
             schedule,
             schedule.payload,
@@ -377,24 +361,32 @@ class SchedulesMixin(RetryMixin):
             label=f"schedule {schedule.id} ({schedule.callback})",
         )
 
-    def _advance_schedule(self, row: Mapping[str, Any]) -> None:
+    def _advance(self, row: Mapping[str, Any]) -> None:
         """Cron → next match; interval → now + interval, no longer running; one-shot → deleted."""
-        agent = self._agent()
-        now_ms = float(Date.now())
+        sql = self._core.sql
+        now_ms = self._core.now()
         if row["type"] == "cron":
             try:
                 nxt = next_cron_time_s(str(row["cron"]), now_ms)
             except Exception as exc:  # a stored expression croniter no longer accepts
                 _log.error("schedule %s: bad cron %r (%s); deleted", row["id"], row["cron"], exc)
-                agent.sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
+                sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
                 return
-            agent.sql("UPDATE cf_agents_schedules SET time = ? WHERE id = ?", nxt, row["id"])
+            sql("UPDATE cf_agents_schedules SET time = ? WHERE id = ?", nxt, row["id"])
         elif row["type"] == "interval":
             nxt = math.floor(now_ms / 1000) + int(row.get("intervalSeconds") or 0)
-            agent.sql(
+            sql(
                 "UPDATE cf_agents_schedules SET running = 0, time = ? WHERE id = ?",
                 nxt,
                 row["id"],
             )
         else:
-            agent.sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
+            sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
+
+
+def _readable(row: Mapping[str, Any]) -> Schedule | None:
+    try:
+        return row_to_schedule(row)
+    except ValueError:
+        _log.error("schedule %s has a corrupt payload; skipped", row.get("id"))
+        return None
