@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 from workers import DurableObject
 
-from doemu.server.admin import ADMIN_PREFIX
 from doemu.clock import ManualClock
 from doemu.control import RuntimeControl
 from doemu.runtime import ClassSpec, Runtime
+from doemu.server.admin import ADMIN_PREFIX
 from doemu.server.app import DoemuApp
 
 __all__ = ["ALARMS", "API", "JSON_TYPE", "T0", "Admin", "admin_on", "client", "make_runtime"]

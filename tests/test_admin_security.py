@@ -14,10 +14,10 @@ import httpx
 import pytest
 from workers import DurableObject, Headers, Response
 
+from doemu.runtime import ClassSpec, Runtime
 from doemu.server.admin import ADMIN_PREFIX
 from doemu.server.admin.access import MAX_BODY_BYTES
 from doemu.server.admin.client import AdminClient
-from doemu.runtime import ClassSpec, Runtime
 from doemu.server.app import DoemuApp
 
 from .servers import serve

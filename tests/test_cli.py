@@ -25,10 +25,10 @@ from click.testing import CliRunner, Result
 from doemu import __version__
 from doemu.cli import main
 from doemu.config import load_config
-from doemu.server.devserver import loop_factory
 from doemu.ids import IdFactory
 from doemu.loader import load_worker
 from doemu.runtime import ClassSpec
+from doemu.server.devserver import loop_factory
 from doemu.testing import WorkerHarness
 
 COUNTER = Path(__file__).resolve().parent.parent / "examples" / "counter"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from doemu.compat.pyodide.ffi import JsBuffer
+from doemu.compat.socket_end import SocketEnd
 from doemu.compat.websocket import (
     MAX_ATTACHMENT_SIZE,
     CloseEvent,
@@ -18,7 +19,6 @@ from doemu.compat.websocket import (
     WebSocketPair,
     end_of,
 )
-from doemu.compat.socket_end import SocketEnd
 from doemu.errors import WebSocketError
 
 MUST_ACCEPT = (
@@ -197,8 +197,12 @@ def test_remote_close_on_hibernatable_socket_auto_replies() -> None:
     client, server = pair()
     end_of(server).accept_hibernatable()
     seen: list[tuple[str, int, str, bool]] = []
-    end_of(server).close_sink = lambda code, reason, clean: seen.append(("server", code, reason, clean))
-    end_of(client).close_sink = lambda code, reason, clean: seen.append(("client", code, reason, clean))
+
+    def sink(side: str) -> Any:
+        return lambda code, reason, clean: seen.append((side, code, reason, clean))
+
+    end_of(server).close_sink = sink("server")
+    end_of(client).close_sink = sink("client")
     end_of(client).couple()
     end_of(client).forward_close(1000, "client left")
     assert server.readyState == WebSocket.READY_STATE_CLOSED

@@ -10,8 +10,8 @@ import pytest
 from workers import DurableObject
 
 from doemu.errors import BlockConcurrencyTimeoutError, ObjectResetError
-from doemu.persist import object_file
 from doemu.objects import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
+from doemu.persist import object_file
 
 CONSTRUCTED: list[str] = []
 
