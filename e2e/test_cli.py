@@ -20,8 +20,9 @@ import httpx
 import pytest
 
 from doemu.ids import IdFactory
+from tests.polling import eventually_sync
 
-from .harness import DevServer, port_is_open, wait_for
+from .harness import DevServer, port_is_open
 
 UNIQUE_KEY = "counter-example-Counter"
 
@@ -182,7 +183,9 @@ def test_no_persist_removes_its_temp_dir_on_a_graceful_stop(
     temp = Path(match["path"])
     assert temp != server.persist_dir and not server.persist_dir.exists()
     httpx.post(f"{server.url}/COUNTER/{unique('cli-temp')}/incr").raise_for_status()
-    wait_for(lambda: any((temp / UNIQUE_KEY).glob("*.sqlite")), what="the object's file")
+    eventually_sync(
+        lambda: any((temp / UNIQUE_KEY).glob("*.sqlite")), within=15, what="the object's file"
+    )
     assert server.stop() == 0, server.output()
     assert not temp.exists()
 
@@ -201,9 +204,9 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
     assert httpx.post(f"{server.url}/COUNTER/{name}/incr").json() == {"value": 1}
     entry = counter_project / "src" / "entry.py"
     entry.write_text(entry.read_text() + "\n# edited\n")
-    wait_for(
+    eventually_sync(
         lambda: sum(ln.startswith("doemu ready on") for ln in server.lines) >= 2,
-        timeout=30,
+        within=30,
         what="the reloaded child to be ready",
     )
     assert httpx.get(f"{server.url}/COUNTER/{name}/value").json()["value"] == 1

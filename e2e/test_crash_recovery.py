@@ -10,7 +10,9 @@ from typing import Any
 
 import httpx
 
-from .harness import DevServer, wait_for
+from tests.polling import eventually_sync
+
+from .harness import DevServer
 
 
 def admin_sql(server: DevServer, binding: str, name: str, query: str) -> list[list[Any]]:
@@ -82,11 +84,11 @@ def test_alarm_set_before_sigkill_fires_after_restart_without_a_request(
     server.kill()
     assert time.time() * 1000 < alarm_at, "the kill must happen before the alarm is due"
     server.start()
-    rows = wait_for(
+    rows = eventually_sync(
         lambda: admin_sql(
             server, "COUNTER", "sleeper", "SELECT fired_at, scheduled FROM alarm_log"
         ),
-        timeout=20,
+        within=20,
         what="the alarm to fire after the restart",
     )
     fired_at, scheduled = rows[0]

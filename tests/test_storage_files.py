@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from doemu.errors import SqlError, StorageError
 from doemu.storage import ObjectStorage
 from doemu.storage import files as files_mod
 from doemu.storage.files import SPARE_DIR, ObjectFiles, template, write_template
+
+from .polling import eventually_sync
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID",)
 
@@ -29,14 +30,6 @@ def files() -> Iterator[ObjectFiles]:
 def _spares(directory: Path) -> list[Path]:
     spare_dir = directory / SPARE_DIR
     return sorted(spare_dir.glob("*.sqlite")) if spare_dir.exists() else []
-
-
-def _wait_for(predicate: object, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def test_the_template_holds_the_schema_in_its_wal(tmp_path: Path) -> None:
@@ -75,7 +68,7 @@ def test_spares_are_made_in_the_background_and_renamed_into_place(
 ) -> None:
     first = tmp_path / "a.sqlite"
     files.create(first, SCHEMA)  # no spare yet: written in place, and the pool fills
-    _wait_for(lambda: len(_spares(tmp_path)) == 3, "three spares")
+    eventually_sync(lambda: len(_spares(tmp_path)) == 3, within=10, what="three spares")
     second = tmp_path / "b.sqlite"
     files.create(second, SCHEMA)
     for path in (first, second):
@@ -85,14 +78,14 @@ def test_spares_are_made_in_the_background_and_renamed_into_place(
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         db.close()
-    _wait_for(lambda: len(_spares(tmp_path)) == 3, "the pool topped up")
+    eventually_sync(lambda: len(_spares(tmp_path)) == 3, within=10, what="the pool topped up")
 
 
 def test_a_taken_spare_leaves_the_pool(tmp_path: Path) -> None:
     f = ObjectFiles(spares=1)
     try:
         f.create(tmp_path / "a.sqlite", SCHEMA)
-        _wait_for(lambda: len(_spares(tmp_path)) == 1, "one spare")
+        eventually_sync(lambda: len(_spares(tmp_path)) == 1, within=10, what="one spare")
         (spare,) = _spares(tmp_path)
         f.create(tmp_path / "b.sqlite", SCHEMA)
         assert not spare.exists()
@@ -105,7 +98,7 @@ def test_a_taken_spare_leaves_the_pool(tmp_path: Path) -> None:
 def test_close_removes_the_spares(tmp_path: Path) -> None:
     f = ObjectFiles(spares=2)
     f.create(tmp_path / "a.sqlite", SCHEMA)
-    _wait_for(lambda: len(_spares(tmp_path)) == 2, "two spares")
+    eventually_sync(lambda: len(_spares(tmp_path)) == 2, within=10, what="two spares")
     f.close()
     assert not (tmp_path / SPARE_DIR).exists()
     assert (tmp_path / "a.sqlite").exists()
@@ -117,8 +110,8 @@ def test_spares_left_by_a_killed_process_are_swept(files: ObjectFiles, tmp_path:
     stale = stale_dir / "999999-0.sqlite"
     stale.write_bytes(b"half-written")
     files.create(tmp_path / "a.sqlite", SCHEMA)
-    _wait_for(lambda: not stale.exists(), "the stale spare to go")
-    _wait_for(lambda: len(_spares(tmp_path)) == 3, "fresh spares")
+    eventually_sync(lambda: not stale.exists(), within=10, what="the stale spare to go")
+    eventually_sync(lambda: len(_spares(tmp_path)) == 3, within=10, what="fresh spares")
 
 
 def test_a_deferred_close_lets_the_file_be_reopened_at_once(
@@ -192,7 +185,7 @@ def test_a_connection_closed_by_the_worker_is_not_handed_back(
     files.create(path, SCHEMA)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     files.close_later(db, path)
-    _wait_for(lambda: files._pending_closes == 0, "the deferred close")
+    eventually_sync(lambda: files._pending_closes == 0, within=10, what="the deferred close")
     assert files.reclaim(path) is None
     with pytest.raises(sqlite3.ProgrammingError):
         db.execute("SELECT 1")
