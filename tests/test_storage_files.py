@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from doemu.clock import ManualClock
 from doemu.errors import SqlError, StorageError
 from doemu.storage import ObjectStorage
 from doemu.storage import files as files_mod
@@ -191,23 +190,18 @@ def test_a_connection_closed_by_the_worker_is_not_handed_back(
         db.execute("SELECT 1")
 
 
-def _storage(path: Path, files: ObjectFiles) -> ObjectStorage:
-    return ObjectStorage(path, clock=ManualClock(), files=files)
-
-
 async def test_an_object_activated_again_before_its_close_reuses_the_connection(
-    files: ObjectFiles, held: threading.Event, tmp_path: Path
+    files: ObjectFiles, held: threading.Event, open_storage: Callable[..., ObjectStorage]
 ) -> None:
     """1. Evicted (closed later) with its data committed.
     2. Opened again while the close still waits: same connection, same data, no close.
     3. The new storage's authorizer guards it: user SQL still cannot touch _cf_ tables."""
-    path = tmp_path / "obj.sqlite"
-    first = _storage(path, files)
+    first = open_storage("obj.sqlite", files=files)
     first.sql.exec("CREATE TABLE t (v INTEGER)")
     first.sql.exec("INSERT INTO t VALUES (1)")
     db = first._conn.db
     first.close()
-    second = _storage(path, files)
+    second = open_storage("obj.sqlite", files=files)
     assert second._conn.db is db
     assert [r["v"] for r in second.sql.exec("SELECT v FROM t")] == [1]
     with pytest.raises(SqlError):
@@ -219,15 +213,14 @@ async def test_an_object_activated_again_before_its_close_reuses_the_connection(
 
 
 async def test_a_connection_whose_pragmas_user_sql_changed_is_not_reused(
-    files: ObjectFiles, held: threading.Event, tmp_path: Path
+    files: ObjectFiles, held: threading.Event, open_storage: Callable[..., ObjectStorage]
 ) -> None:
-    path = tmp_path / "obj.sqlite"
-    first = _storage(path, files)
+    first = open_storage("obj.sqlite", files=files)
     first.sql.exec("PRAGMA foreign_keys = OFF")
     db = first._conn.db
     first.close()
-    assert files.reclaim(path) is None
-    second = _storage(path, files)
+    assert files.reclaim(first.database_path) is None
+    second = open_storage("obj.sqlite", files=files)
     assert second._conn.db is not db
     assert second.sql.exec("PRAGMA foreign_keys").one()["foreign_keys"] == 1
     second.close()

@@ -4,40 +4,19 @@ that ran concurrently with other events."""
 from __future__ import annotations
 
 import asyncio
-import pathlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from workers import DurableObject
 
-from doemu.clock import ManualClock
 from doemu.storage import ObjectStorage, Transaction
 
-NOW = 1_700_000_000_000.0
+from .storage_helpers import NOW
 
 
 class Boom(Exception):
     pass
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
-
-
-@pytest.fixture
-def alarm_commits() -> list[float | None]:
-    return []
-
-
-@pytest.fixture
-def storage(
-    tmp_path: pathlib.Path, clock: ManualClock, alarm_commits: list[float | None]
-) -> Iterator[ObjectStorage]:
-    s = ObjectStorage(tmp_path / "obj.sqlite", clock=clock, on_alarm_commit=alarm_commits.append)
-    yield s
-    s.close()
 
 
 async def armed(storage: ObjectStorage, alarm_commits: list[float | None]) -> float:
@@ -169,22 +148,18 @@ async def test_ctx_abort_drops_the_handlers_set_alarm(
 
 
 async def test_a_delivery_interrupted_by_a_crash_leaves_nothing_behind(
-    tmp_path: pathlib.Path, clock: ManualClock
+    open_storage: Callable[..., ObjectStorage],
 ) -> None:
-    path = tmp_path / "crash.sqlite"
-    first = ObjectStorage(path, clock=clock)
+    first = open_storage("crash.sqlite")
     await first.setAlarm(NOW + 10)
     first.begin_alarm_delivery(NOW + 10)
     await first.setAlarm(NOW + 10)
     await first.sync()
     first.close()  # the process died before the delivery ended
-    second = ObjectStorage(path, clock=clock)
-    try:
-        second.begin_alarm_delivery(NOW + 10)
-        assert await second.getAlarm() is None  # this delivery has not set anything
-        assert second.end_alarm_delivery(success=False) is False
-    finally:
-        second.close()
+    second = open_storage("crash.sqlite")
+    second.begin_alarm_delivery(NOW + 10)
+    assert await second.getAlarm() is None  # this delivery has not set anything
+    assert second.end_alarm_delivery(success=False) is False
 
 
 # -- the same through the runtime ----------------------------------------------------------------
@@ -282,7 +257,7 @@ async def test_concurrent_transactions_do_not_share_savepoints(
 
 
 async def test_exclusive_runs_the_whole_transaction_and_never_sees_its_error(
-    tmp_path: pathlib.Path, clock: ManualClock
+    open_storage: Callable[..., ObjectStorage],
 ) -> None:
     gate = asyncio.Lock()  # stands for the object's input gate
     entered: list[str] = []
@@ -297,7 +272,7 @@ async def test_exclusive_runs_the_whole_transaction_and_never_sees_its_error(
                 leaked.append(exc)
                 raise
 
-    storage = ObjectStorage(tmp_path / "x.sqlite", clock=clock, exclusive=exclusive)
+    storage = open_storage("x.sqlite", exclusive=exclusive)
     started = asyncio.Event()
 
     async def body(txn: Transaction) -> None:
@@ -312,21 +287,18 @@ async def test_exclusive_runs_the_whole_transaction_and_never_sees_its_error(
             await storage.put("other", "acknowledged")
             return "replied"
 
-    try:
-        txn = asyncio.create_task(storage.transaction(body))
-        await started.wait()
-        other = asyncio.create_task(other_event())
-        with pytest.raises(Boom):
-            await txn
-        assert await other == "replied"
-        await asyncio.sleep(0)
-        assert await storage.list() == {"other": "acknowledged"}
-        assert entered == ["in"]
-        assert leaked == []
-        assert await storage.transaction(lambda t: t.get("other")) == "acknowledged"
-        assert entered == ["in", "in"]
-    finally:
-        storage.close()
+    txn = asyncio.create_task(storage.transaction(body))
+    await started.wait()
+    other = asyncio.create_task(other_event())
+    with pytest.raises(Boom):
+        await txn
+    assert await other == "replied"
+    await asyncio.sleep(0)
+    assert await storage.list() == {"other": "acknowledged"}
+    assert entered == ["in"]
+    assert leaked == []
+    assert await storage.transaction(lambda t: t.get("other")) == "acknowledged"
+    assert entered == ["in", "in"]
 
 
 async def test_nested_transactions_from_other_tasks_end_before_the_outer_one(

@@ -5,13 +5,12 @@ from __future__ import annotations
 import enum
 import pathlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
-from doemu.clock import ManualClock
 from doemu.errors import SqlError, SqlNotAllowedError, StorageError
-from doemu.storage import IteratorResult, ObjectStorage, SqlRow, StorageLimits
+from doemu.storage import IteratorResult, ObjectStorage, SqlRow
 from doemu.storage.messages import (
     ONE_MULTIPLE,
     ONE_NONE,
@@ -24,13 +23,6 @@ from doemu.storage.messages import (
 from doemu.storage.sql import split_statements
 
 from .settled import settled
-
-
-@pytest.fixture
-def storage(tmp_path: pathlib.Path) -> Iterator[ObjectStorage]:
-    s = ObjectStorage(tmp_path / "obj.sqlite", clock=ManualClock(1_000_000))
-    yield s
-    s.close()
 
 
 @pytest.fixture
@@ -314,17 +306,14 @@ def test_on_conflict_rollback_drops_the_turn_but_not_the_connection(
     assert storage.sql.exec("SELECT a FROM t").toArray() == [{"a": 2}]
 
 
-def test_sql_disabled_for_kv_backed_classes(tmp_path: pathlib.Path) -> None:
-    storage = ObjectStorage(tmp_path / "kv.sqlite", clock=ManualClock(0), sql_enabled=False)
-    try:
-        for attribute in ("sql", "kv"):
-            with pytest.raises(StorageError) as info:
-                getattr(storage, attribute)
-            assert str(info.value) == SQL_NOT_ENABLED
-        storage.put("still", "works")
-        assert settled(storage.get("still")) == "works"
-    finally:
-        storage.close()
+def test_sql_disabled_for_kv_backed_classes(open_storage: Callable[..., ObjectStorage]) -> None:
+    storage = open_storage("kv.sqlite", sql_enabled=False)
+    for attribute in ("sql", "kv"):
+        with pytest.raises(StorageError) as info:
+            getattr(storage, attribute)
+        assert str(info.value) == SQL_NOT_ENABLED
+    storage.put("still", "works")
+    assert settled(storage.get("still")) == "works"
 
 
 # -- the authorizer ------------------------------------------------------------------------------
@@ -470,19 +459,9 @@ def test_a_trusted_statement_is_never_reused_for_user_sql(storage: ObjectStorage
 # -- limits --------------------------------------------------------------------------------------
 
 
-def test_production_limits_cap_sql_values(tmp_path: pathlib.Path) -> None:
-    limited = ObjectStorage(
-        tmp_path / "limited.sqlite", clock=ManualClock(0), limits=StorageLimits.production()
-    )
-    try:
-        with pytest.raises(SqlError, match="SQLITE_TOOBIG"):
-            limited.sql.exec("SELECT ? AS s", "x" * 2_100_000)
-        with pytest.raises(SqlError, match="too many SQL variables"):
-            limited.sql.exec("SELECT " + ", ".join("?" * 101), *range(101))
-    finally:
-        limited.close()
-    unlimited = ObjectStorage(tmp_path / "unlimited.sqlite", clock=ManualClock(0))
-    try:
-        assert len(unlimited.sql.exec("SELECT ? AS s", "x" * 2_100_000).one().s) == 2_100_000
-    finally:
-        unlimited.close()
+def test_production_limits_cap_sql_values(limited: ObjectStorage, storage: ObjectStorage) -> None:
+    with pytest.raises(SqlError, match="SQLITE_TOOBIG"):
+        limited.sql.exec("SELECT ? AS s", "x" * 2_100_000)
+    with pytest.raises(SqlError, match="too many SQL variables"):
+        limited.sql.exec("SELECT " + ", ".join("?" * 101), *range(101))
+    assert len(storage.sql.exec("SELECT ? AS s", "x" * 2_100_000).one().s) == 2_100_000
