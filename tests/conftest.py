@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +13,13 @@ from doemu.clock import ManualClock
 from doemu.compat import install_modules
 from doemu.storage import ObjectStorage, StorageLimits
 from doemu.testing import WorkerHarness
+from doemu.testing.plugin import HarnessFactory
 
 from .storage_helpers import NOW
 
 install_modules()
+
+pytest_plugins = ["pytester"]  # test_testing_plugin.py runs the doemu plugin in inner sessions
 
 _names = itertools.count()
 
@@ -32,19 +35,17 @@ def unique_name() -> Callable[[str], str]:
 
 
 @pytest.fixture
-async def harness_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    """Build started :class:`WorkerHarness` instances on ``tmp_path``; all are closed after."""
-    made: list[WorkerHarness] = []
+def harness_factory(doemu_harness: HarnessFactory) -> Callable[..., Awaitable[WorkerHarness]]:
+    """``await harness_factory(classes, **options)``: a started harness from ``doemu_harness``.
 
-    async def make(classes: dict[str, Any], **kwargs: Any) -> WorkerHarness:
-        kwargs.setdefault("persist_dir", tmp_path / "state")
-        h = WorkerHarness(classes, **kwargs)
-        made.append(h)
-        return await h.start()
+    Kept only for tests/test_agents_*.py, which another change is rewriting; every other test
+    uses the shipped ``doemu_harness`` fixture directly (``h = await doemu_harness(classes)``).
+    """
 
-    yield make
-    for h in made:
-        await h.close()
+    async def make(classes: dict[str, Any], **options: Any) -> WorkerHarness:
+        return await doemu_harness(classes, **options)
+
+    return make
 
 
 # -- storage: ObjectStorage on files in tmp_path, on a manual clock ------------------------------
