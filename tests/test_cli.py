@@ -24,12 +24,9 @@ from click.testing import CliRunner, Result
 
 from doemu import __version__
 from doemu.cli import main
-from doemu.config import load_config
 from doemu.ids import IdFactory
-from doemu.loader import load_worker
-from doemu.runtime import ClassSpec
 from doemu.server.devserver import loop_factory
-from doemu.testing import WorkerHarness
+from doemu.testing.plugin import HarnessFactory
 
 COUNTER = Path(__file__).resolve().parent.parent / "examples" / "counter"
 UNIQUE_KEY = "counter-example-Counter"
@@ -79,7 +76,10 @@ def assert_fails(result: Result, *fragments: str) -> None:
 
 
 def write_state(
-    persist_dir: Path, project: Path, actions: dict[str, list[str]]
+    doemu_harness: HarnessFactory,
+    persist_dir: Path,
+    project: Path,
+    actions: dict[str, list[str]],
 ) -> dict[str, dict[str, Any]]:
     """Run the project's objects in-process on ``persist_dir``: ``{name: [action, ...]}``.
 
@@ -87,17 +87,9 @@ def write_state(
     """
 
     async def run() -> dict[str, dict[str, Any]]:
-        worker = load_config(project / "wrangler.toml")
-        loaded = load_worker(worker)
-        counter = loaded.classes["Counter"]
         answers: dict[str, dict[str, Any]] = {}
-        harness = WorkerHarness(
-            {"COUNTER": ClassSpec(counter.cls, counter.sql)},
-            persist_dir=persist_dir,
-            worker_name=worker.name,
-            class_names={"COUNTER": "Counter"},
-        )
-        async with harness:
+        config = project / "wrangler.toml"
+        async with doemu_harness(config=config, persist_dir=persist_dir) as harness:
             for name, steps in actions.items():
                 stub = harness.stub("COUNTER", name)
                 for step in steps:
@@ -201,13 +193,19 @@ def test_dev_on_a_busy_port_is_a_one_line_error(project: Path, busy_port: int) -
 
 
 def test_offline_objects_sql_and_alarms_read_the_default_persist_dir(
-    project: Path, closed_url: str, unique_name: Callable[[str], str]
+    project: Path,
+    closed_url: str,
+    unique_name: Callable[[str], str],
+    doemu_harness: HarnessFactory,
 ) -> None:
     """1. Run two objects in-process on ``.doemu/state`` next to the config (the default);
     one with an alarm.  2. With no server at ``--url``, every read command reads the files."""
     alarmed, plain = unique_name("cli-alarmed"), unique_name("cli-plain")
     answers = write_state(
-        project / ".doemu" / "state", project, {alarmed: ["incr", "incr", "alarm"], plain: ["incr"]}
+        doemu_harness,
+        project / ".doemu" / "state",
+        project,
+        {alarmed: ["incr", "incr", "alarm"], plain: ["incr"]},
     )
     alarm_ms = answers[alarmed]["alarm"]
     ids = IdFactory(UNIQUE_KEY)
@@ -235,10 +233,13 @@ def test_offline_objects_sql_and_alarms_read_the_default_persist_dir(
 
 
 def test_offline_sql_errors_are_clear(
-    project: Path, closed_url: str, unique_name: Callable[[str], str]
+    project: Path,
+    closed_url: str,
+    unique_name: Callable[[str], str],
+    doemu_harness: HarnessFactory,
 ) -> None:
     name = unique_name("cli-sql")
-    write_state(project / ".doemu" / "state", project, {name: ["incr"]})
+    write_state(doemu_harness, project / ".doemu" / "state", project, {name: ["incr"]})
     url = ("--url", closed_url)
     assert_fails(
         doemu("sql", "COUNTER", name, "INSERT INTO boots VALUES (1)", "--write", *url),
@@ -256,11 +257,15 @@ def test_offline_sql_errors_are_clear(
 
 
 def test_offline_reads_follow_persist_to_and_the_environment(
-    project: Path, tmp_path: Path, closed_url: str, unique_name: Callable[[str], str]
+    project: Path,
+    tmp_path: Path,
+    closed_url: str,
+    unique_name: Callable[[str], str],
+    doemu_harness: HarnessFactory,
 ) -> None:
     name = unique_name("cli-elsewhere")
     elsewhere = tmp_path / "elsewhere"
-    write_state(elsewhere, project, {name: ["incr"]})
+    write_state(doemu_harness, elsewhere, project, {name: ["incr"]})
     assert doemu("objects", "--url", closed_url).stdout == ""
     assert not (project / ".doemu").exists()  # reading never creates the persist dir
     by_flag = doemu("objects", "--url", closed_url, "--persist-to", str(elsewhere))

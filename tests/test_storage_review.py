@@ -11,6 +11,7 @@ import pytest
 from workers import DurableObject
 
 from doemu.storage import ObjectStorage, Transaction
+from doemu.testing.plugin import HarnessFactory
 
 from .storage_helpers import NOW
 
@@ -191,8 +192,10 @@ class Rearming(DurableObject):
                 raise RuntimeError("fails once: must be retried")
 
 
-async def test_handler_rearming_the_delivered_time_fires_again(harness_factory: Any) -> None:
-    h = await harness_factory({"R": Rearming}, vars={"MODE": "same"})
+async def test_handler_rearming_the_delivered_time_fires_again(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"R": Rearming}, vars={"MODE": "same"})
     stub = h.env.R.getByName("x")
     await stub.arm(h.clock.now() + 1000)
     await h.advance(1000)
@@ -200,8 +203,10 @@ async def test_handler_rearming_the_delivered_time_fires_again(harness_factory: 
     assert await stub.state() == [2, None]
 
 
-async def test_rolled_back_set_alarm_does_not_cancel_the_retry(harness_factory: Any) -> None:
-    h = await harness_factory({"R": Rearming}, vars={"MODE": "rolled-back"})
+async def test_rolled_back_set_alarm_does_not_cancel_the_retry(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"R": Rearming}, vars={"MODE": "rolled-back"})
     stub = h.env.R.getByName("x")
     await stub.arm(h.clock.now() + 1000)
     await h.advance(1000)
