@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -110,7 +111,19 @@ def test_spares_left_by_a_killed_process_are_swept(files: ObjectFiles, tmp_path:
     stale.write_bytes(b"half-written")
     files.create(tmp_path / "a.sqlite", SCHEMA)
     eventually_sync(lambda: not stale.exists(), within=10, what="the stale spare to go")
-    eventually_sync(lambda: len(_spares(tmp_path)) == 3, within=10, what="fresh spares")
+    # A spare is complete once its -shm file exists: the worker touches it last.
+    eventually_sync(
+        lambda: sum(Path(f"{s}-shm").exists() for s in _spares(tmp_path)) == 3,
+        within=10,
+        what="three complete fresh spares",
+    )
+    spares = _spares(tmp_path)
+    assert len(spares) == 3 and stale not in spares
+    data, wal = template(SCHEMA)
+    for spare in spares:
+        assert spare.name.startswith(f"{os.getpid()}-")  # made by this process
+        assert spare.read_bytes() == data
+        assert Path(f"{spare}-wal").read_bytes() == wal
 
 
 def test_a_deferred_close_lets_the_file_be_reopened_at_once(
