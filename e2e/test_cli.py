@@ -6,6 +6,7 @@ would run it in a second terminal.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from tests.polling import eventually_sync
 from .harness import DevServer, port_is_open
 
 UNIQUE_KEY = "counter-example-Counter"
+HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None  # doemu's default where it installs
 
 
 def unique(prefix: str) -> str:
@@ -156,7 +158,7 @@ def test_banner_and_a_graceful_stop_that_keeps_state(
 @pytest.mark.parametrize(
     ("args", "env", "loop"),
     [
-        ((), {"DOEMU_LOOP": ""}, "uvloop"),  # auto: uvloop is installed with doemu
+        ((), {"DOEMU_LOOP": ""}, "uvloop" if HAS_UVLOOP else "asyncio"),  # auto
         (("--loop", "asyncio"), {}, "asyncio"),
         ((), {"DOEMU_LOOP": "asyncio"}, "asyncio"),
     ],

@@ -173,15 +173,18 @@ def test_dev_rejects_a_bad_loop_and_a_missing_uvloop(
     assert_fails(doemu("dev", "--loop", "uvloop"), "--loop='uvloop': uvloop is not installed")
 
 
-def test_loop_factory_prefers_uvloop_and_falls_back_only_for_auto(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import uvloop
-
+def test_loop_factory_prefers_uvloop() -> None:
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed")
     assert loop_factory("asyncio") is None  # asyncio's own loop
     assert loop_factory("uvloop") is uvloop.new_event_loop
     assert loop_factory("auto") is uvloop.new_event_loop
-    monkeypatch.setitem(sys.modules, "uvloop", None)
+
+
+def test_loop_factory_without_uvloop_falls_back_only_for_auto(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what a missing package looks like
+    assert loop_factory("asyncio") is None
     assert loop_factory("auto") is None
     with pytest.raises(click.ClickException, match="uvloop cannot be imported"):
         loop_factory("uvloop")
