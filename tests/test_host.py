@@ -14,7 +14,10 @@ from doemu.objects import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
 from doemu.persist import object_file
 from doemu.testing.plugin import HarnessFactory
 
+from .polling import eventually
+
 CONSTRUCTED: list[str] = []
+SWALLOWING: set[str] = set()  # gates of the swallow_reset handlers that have started
 
 
 class Counter(DurableObject):
@@ -77,6 +80,7 @@ class Blocking(DurableObject):
 
     async def hang(self) -> str:
         async def forever() -> None:
+            Blocking.order.append("hanging")
             await asyncio.Event().wait()
 
         await self.ctx.blockConcurrencyWhile(forever)
@@ -165,8 +169,7 @@ async def test_block_concurrency_while_times_out_and_resets(doemu_harness: Harne
     stub = h.env.BLOCKING.getByName("bcw-timeout")
     assert await stub.is_ready() is True
     hung = asyncio.ensure_future(stub.hang())
-    for _ in range(5):
-        await asyncio.sleep(0)
+    await eventually(lambda: "hanging" in Blocking.order, what="the blocking callback to run")
     await h.advance(29_999)
     assert not hung.done()
     await h.advance(1)
@@ -185,11 +188,7 @@ async def test_wait_until_keeps_the_object_alive_until_it_settles(
     await stub.spawn()
     host = h.runtime.host("COUNTER", "wait-until")
     assert host.busy
-    for _ in range(10):
-        if not host.busy:
-            break
-        await asyncio.sleep(0)
-    assert not host.busy
+    await eventually(lambda: not host.busy, what="the waitUntil task to settle")
     assert await stub.read("background") is True
 
 
@@ -208,6 +207,7 @@ class Nested(DurableObject):
         raise RuntimeError("after the write")
 
     async def swallow_reset(self, gate: str) -> str:
+        SWALLOWING.add(gate)
         try:
             await asyncio.sleep(3600)
         except BaseException:
@@ -255,8 +255,7 @@ async def test_a_handler_that_swallows_the_reset_still_reports_it(
 ) -> None:
     h = await doemu_harness({"NESTED": Nested})
     pending = asyncio.ensure_future(h.env.NESTED.getByName("swallow").swallow_reset("x"))
-    for _ in range(5):
-        await asyncio.sleep(0)
+    await eventually(lambda: "x" in SWALLOWING, what="the handler to start")
     h.reset("NESTED", "swallow", "reset wins")
     with pytest.raises(ObjectResetError, match="reset wins"):
         await pending
