@@ -193,10 +193,10 @@ class Rearming(DurableObject):
 
 
 async def test_handler_rearming_the_delivered_time_fires_again(
-    doemu_harness: HarnessFactory,
+    doemu_harness: HarnessFactory, unique_name: Callable[[str], str]
 ) -> None:
     h = await doemu_harness({"R": Rearming}, vars={"MODE": "same"})
-    stub = h.env.R.getByName("x")
+    stub = h.env.R.getByName(unique_name("rearming"))
     await stub.arm(h.clock.now() + 1000)
     await h.advance(1000)
     await h.advance(10)
@@ -204,10 +204,10 @@ async def test_handler_rearming_the_delivered_time_fires_again(
 
 
 async def test_rolled_back_set_alarm_does_not_cancel_the_retry(
-    doemu_harness: HarnessFactory,
+    doemu_harness: HarnessFactory, unique_name: Callable[[str], str]
 ) -> None:
     h = await doemu_harness({"R": Rearming}, vars={"MODE": "rolled-back"})
-    stub = h.env.R.getByName("x")
+    stub = h.env.R.getByName(unique_name("rolled-back"))
     await stub.arm(h.clock.now() + 1000)
     await h.advance(1000)
     await h.advance(300_000)
