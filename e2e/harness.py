@@ -15,10 +15,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
+
+from tests.polling import eventually_sync
 
 __all__ = ["DevServer", "port_is_open", "wait_for"]
 
@@ -33,19 +34,13 @@ def wait_for(
     interval: float = 0.05,
     what: str = "condition",
 ) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except Exception as exc:
-            last_error = exc
-            value = None
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last error: {last_error}")
+    """Kept only for e2e/test_agents_*.py, which another change is rewriting: use
+    :func:`tests.polling.eventually_sync` (this one treats any exception as "not yet")."""
+    value = eventually_sync(
+        predicate, within=timeout, what=what, ignoring=(Exception,), interval=interval
+    )
+    assert value is not None
+    return value
 
 
 def port_is_open(host: str, port: int) -> bool:
@@ -126,13 +121,15 @@ class DevServer:
                 self.host, self.port = match["host"], int(match["port"])
                 self._ready.set()
 
-    def wait_for_line(self, pattern: str, timeout: float = 15.0) -> str:
+    def wait_for_line(self, pattern: str, within: float = 15.0) -> str:
         regex = re.compile(pattern)
-        return wait_for(
+        line = eventually_sync(
             lambda: next((ln for ln in self.lines if regex.search(ln)), None),
-            timeout=timeout,
+            within=within,
             what=f"a line matching {pattern!r}",
         )
+        assert line is not None
+        return line
 
     def kill(self) -> None:
         """SIGKILL the whole process group and wait until the port is closed."""
@@ -144,7 +141,9 @@ class DevServer:
             pass
         self.proc.wait(timeout=10)
         if self.port:
-            wait_for(lambda: not port_is_open(self.host, self.port), what="the port to close")
+            eventually_sync(
+                lambda: not port_is_open(self.host, self.port), within=15, what="the port to close"
+            )
 
     def stop(self, timeout: float = 15.0) -> int:
         """Graceful stop (SIGTERM); returns the exit code."""

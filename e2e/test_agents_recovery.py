@@ -57,8 +57,14 @@ def kill_mid_job(server: DevServer, name: str, started: float) -> float:
     Steps whose ``completed_at`` is earlier were committed by the process that was killed.
     """
     wait_for(lambda: len(completed_steps(server, name)) >= 2, timeout=10, what="two steps")
-    # Scenario timing, not a wait for an effect: the crash must land mid-job.
-    time.sleep(max(0.0, started + 3.5 - time.monotonic()))
+    # The crash lands mid-job, once the heartbeat alarm that must resume it is persisted.
+    wait_for(
+        lambda: httpx.get(
+            f"{server.url}/__doemu/api/objects/RESEARCHER/{name}/alarm", timeout=5
+        ).json()["scheduled_time"],
+        timeout=10,
+        what="the heartbeat alarm to be pending",
+    )
     killed_at = time.time() * 1000
     server.kill()
     return killed_at

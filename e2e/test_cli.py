@@ -6,6 +6,7 @@ would run it in a second terminal.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -20,10 +21,12 @@ import httpx
 import pytest
 
 from doemu.ids import IdFactory
+from tests.polling import eventually_sync
 
-from .harness import DevServer, port_is_open, wait_for
+from .harness import DevServer, port_is_open
 
 UNIQUE_KEY = "counter-example-Counter"
+HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None  # doemu's default where it installs
 
 
 def unique(prefix: str) -> str:
@@ -155,7 +158,7 @@ def test_banner_and_a_graceful_stop_that_keeps_state(
 @pytest.mark.parametrize(
     ("args", "env", "loop"),
     [
-        ((), {"DOEMU_LOOP": ""}, "uvloop"),  # auto: uvloop is installed with doemu
+        ((), {"DOEMU_LOOP": ""}, "uvloop" if HAS_UVLOOP else "asyncio"),  # auto
         (("--loop", "asyncio"), {}, "asyncio"),
         ((), {"DOEMU_LOOP": "asyncio"}, "asyncio"),
     ],
@@ -182,7 +185,9 @@ def test_no_persist_removes_its_temp_dir_on_a_graceful_stop(
     temp = Path(match["path"])
     assert temp != server.persist_dir and not server.persist_dir.exists()
     httpx.post(f"{server.url}/COUNTER/{unique('cli-temp')}/incr").raise_for_status()
-    wait_for(lambda: any((temp / UNIQUE_KEY).glob("*.sqlite")), what="the object's file")
+    eventually_sync(
+        lambda: any((temp / UNIQUE_KEY).glob("*.sqlite")), within=15, what="the object's file"
+    )
     assert server.stop() == 0, server.output()
     assert not temp.exists()
 
@@ -201,9 +206,9 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
     assert httpx.post(f"{server.url}/COUNTER/{name}/incr").json() == {"value": 1}
     entry = counter_project / "src" / "entry.py"
     entry.write_text(entry.read_text() + "\n# edited\n")
-    wait_for(
+    eventually_sync(
         lambda: sum(ln.startswith("doemu ready on") for ln in server.lines) >= 2,
-        timeout=30,
+        within=30,
         what="the reloaded child to be ready",
     )
     assert httpx.get(f"{server.url}/COUNTER/{name}/value").json()["value"] == 1

@@ -10,7 +10,9 @@ from typing import Any
 
 import httpx
 
-from .harness import DevServer, wait_for
+from tests.polling import eventually_sync
+
+from .harness import DevServer
 
 
 def admin_sql(server: DevServer, binding: str, name: str, query: str) -> list[list[Any]]:
@@ -71,22 +73,28 @@ def test_acknowledged_increments_survive_sigkill(dev_server: Any, counter_projec
 def test_alarm_set_before_sigkill_fires_after_restart_without_a_request(
     dev_server: Any, counter_project: Path
 ) -> None:
-    """1. Set an alarm for +3 s.  2. SIGKILL the server at about +1 s and restart it.
+    """1. Set an alarm for +3 s.  2. Once the admin API reports it pending (committed and
+    scheduled), SIGKILL the server, before the alarm is due, and restart it.
     3. With no request to the object, its own SQL log shows the alarm fired, at its time."""
     server = dev_server(counter_project)
     set_at = time.time() * 1000
     alarm_at = httpx.post(f"{server.url}/COUNTER/sleeper/alarm?in_ms=3000").json()["alarm"]
     assert 2_900 <= alarm_at - set_at <= 3_500
-    # Scenario timing, not a wait for an effect: the crash must come before the alarm is due.
-    time.sleep(max(0.0, (set_at + 1_000) / 1000 - time.time()))
+    alarm_api = f"{server.url}/__doemu/api/objects/COUNTER/sleeper/alarm"
+    pending = eventually_sync(
+        lambda: httpx.get(alarm_api).json()["scheduled_time"],
+        within=5,
+        what="the admin API to report the pending alarm",
+    )
+    assert pending == alarm_at
     server.kill()
     assert time.time() * 1000 < alarm_at, "the kill must happen before the alarm is due"
     server.start()
-    rows = wait_for(
+    rows = eventually_sync(
         lambda: admin_sql(
             server, "COUNTER", "sleeper", "SELECT fired_at, scheduled FROM alarm_log"
         ),
-        timeout=20,
+        within=20,
         what="the alarm to fire after the restart",
     )
     fired_at, scheduled = rows[0]

@@ -8,7 +8,9 @@ from typing import Any
 import httpx
 from websockets.sync.client import connect
 
-from .harness import DevServer, wait_for
+from tests.polling import eventually_sync
+
+from .harness import DevServer
 
 
 def object_state(server: DevServer, name: str) -> str | None:
@@ -34,7 +36,7 @@ def test_idle_object_is_evicted_and_rebuilt_with_storage_intact(
     server = dev_server(counter_project, "--idle-timeout", "2")
     assert httpx.post(f"{server.url}/COUNTER/idler/incr").json() == {"value": 1}
     assert object_state(server, "idler") == "live"
-    wait_for(lambda: object_state(server, "idler") == "evicted", timeout=15, what="eviction")
+    eventually_sync(lambda: object_state(server, "idler") == "evicted", within=15, what="eviction")
     assert httpx.get(f"{server.url}/COUNTER/idler/value").json()["value"] == 1
     assert boots(server, "idler") == 2
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from .harness import wait_for
+from tests.polling import eventually_sync
 
 
 def test_reload_restarts_on_source_change_with_state_and_alarms_intact(
@@ -23,9 +23,9 @@ def test_reload_restarts_on_source_change_with_state_and_alarms_intact(
     entry.write_text(
         entry.read_text().replace('"name": self.ctx.id.name', '"name": self.ctx.id.name, "v": 2')
     )
-    wait_for(
+    eventually_sync(
         lambda: sum(1 for line in server.lines if line.startswith("doemu ready on")) >= 2,
-        timeout=30,
+        within=30,
         what="the reloaded child to be ready",
     )
 
@@ -33,10 +33,14 @@ def test_reload_restarts_on_source_change_with_state_and_alarms_intact(
         body = httpx.get(f"{server.url}/COUNTER/r/value").json()
         return body if body.get("v") == 2 else None
 
-    assert wait_for(value, timeout=15, what="the new code to answer")["value"] == 1
-    log = wait_for(
+    answer = eventually_sync(
+        value, within=15, what="the new code to answer", ignoring=(httpx.TransportError,)
+    )
+    assert answer["value"] == 1
+    log = eventually_sync(
         lambda: httpx.get(f"{server.url}/COUNTER/r/alarms").json(),
-        timeout=20,
+        within=20,
         what="the alarm to fire after the reload",
+        ignoring=(httpx.TransportError,),
     )
     assert len(log) == 1

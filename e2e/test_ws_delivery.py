@@ -6,6 +6,7 @@ that awaits must still let the next message in, as on Cloudflare, on either even
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,12 @@ def chat_project(tmp_path: Path) -> Path:
     return project
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+NEEDS_UVLOOP = pytest.mark.skipif(
+    importlib.util.find_spec("uvloop") is None, reason="uvloop is not installed"
+)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", pytest.param("uvloop", marks=NEEDS_UVLOOP)])
 def test_a_waiting_handler_lets_later_messages_in_and_starts_stay_in_order(
     dev_server: Any, chat_project: Path, loop: str
 ) -> None:

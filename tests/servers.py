@@ -14,7 +14,7 @@ from doemu.control import RuntimeControl
 from doemu.runtime import Runtime
 from doemu.server.app import DoemuApp
 
-from .polling import until
+from .polling import eventually
 
 
 @dataclass
@@ -46,7 +46,7 @@ async def serve(runtime: Runtime, *, ws: Any = "auto", **app_options: Any) -> As
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.ensure_future(server.serve())
-    await until(lambda: server.started or task.done(), what="uvicorn to start")
+    await eventually(lambda: server.started or task.done(), what="uvicorn to start")
     if task.done():
         await task
     port = server.servers[0].sockets[0].getsockname()[1]

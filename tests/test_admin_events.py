@@ -20,7 +20,7 @@ from doemu.server.admin.client import AdminClient, AdminUnavailable
 from doemu.server.app import DoemuApp
 
 from .admin_helpers import API, T0, Admin, admin_on
-from .polling import until
+from .polling import eventually
 
 
 @pytest.fixture
@@ -143,10 +143,9 @@ async def test_events_and_admin_client_over_a_real_server(admin: Admin) -> None:
     server = uvicorn.Server(config)
     serving = asyncio.ensure_future(server.serve())
     try:
-        async with asyncio.timeout(5):
-            while not server.started:
-                assert not serving.done()
-                await asyncio.sleep(0.005)
+        await eventually(lambda: server.started or serving.done(), what="uvicorn to start")
+        if serving.done():
+            await serving  # raises why it could not start
         port = server.servers[0].sockets[0].getsockname()[1]
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url, timeout=5) as http:
@@ -163,7 +162,7 @@ async def test_events_and_admin_client_over_a_real_server(admin: Admin) -> None:
                         seen.append(await anext(lines))
                 assert "event: constructed" in seen
             # The client hung up: the server's stream must end and unsubscribe by itself.
-            await until(
+            await eventually(
                 lambda: not admin.runtime.events._subscribers, what="the stream to unsubscribe"
             )
 

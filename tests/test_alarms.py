@@ -11,6 +11,7 @@ from workers import DurableObject
 
 from doemu.alarms import MAX_ALARM_RETRIES
 from doemu.errors import AlarmError
+from doemu.testing.plugin import HarnessFactory
 
 CALLS: dict[str, list[dict[str, Any]]] = {}
 
@@ -68,8 +69,8 @@ class NoAlarmHandler(DurableObject):
         await self.ctx.storage.setAlarm(1_000)
 
 
-async def test_alarm_fires_at_its_time_and_not_before(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_alarm_fires_at_its_time_and_not_before(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("on-time")
     at = h.clock.now() + 5_000
     await stub.arm(at)
@@ -83,8 +84,8 @@ async def test_alarm_fires_at_its_time_and_not_before(harness_factory: Any) -> N
     assert await stub.get_alarm() is None
 
 
-async def test_alarm_accepts_datetime_and_clamps_past_times(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_alarm_accepts_datetime_and_clamps_past_times(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("clamp")
     await stub.arm(1)  # far in the past
     assert await stub.get_alarm() == h.clock.now()
@@ -93,24 +94,26 @@ async def test_alarm_accepts_datetime_and_clamps_past_times(harness_factory: Any
     assert await stub.get_alarm() == pytest.approx(h.clock.now() + 60_000, abs=1)
 
 
-async def test_relaxed_alarm_handler_without_alarm_info(harness_factory: Any) -> None:
-    h = await harness_factory({"SHORT": ShortAlarm})
+async def test_relaxed_alarm_handler_without_alarm_info(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"SHORT": ShortAlarm})
     stub = h.env.SHORT.getByName("relaxed")
     await stub.arm(h.clock.now() + 10)
     await h.advance(10)
     assert await stub.ran() is True
 
 
-async def test_set_alarm_errors(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed, "NOALARM": NoAlarmHandler})
+async def test_set_alarm_errors(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed, "NOALARM": NoAlarmHandler})
     with pytest.raises(AlarmError, match=r"setAlarm\(\) cannot be called with an alarm time <= 0"):
         await h.env.ALARMED.getByName("zero").arm(0)
     with pytest.raises(AlarmError, match=r"must have an alarm\(\) handler"):
         await h.env.NOALARM.getByName("none").arm()
 
 
-async def test_failing_alarm_retries_on_the_ladder_then_drops(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_failing_alarm_retries_on_the_ladder_then_drops(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("ladder")
     await stub.set_fail(True)
     start = h.clock.now() + 1_000
@@ -142,8 +145,10 @@ async def test_failing_alarm_retries_on_the_ladder_then_drops(harness_factory: A
     assert len(CALLS["ladder"]) == MAX_ALARM_RETRIES + 1
 
 
-async def test_set_alarm_inside_a_failing_handler_cancels_the_retry(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_set_alarm_inside_a_failing_handler_cancels_the_retry(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("rearm")
     rearm_at = h.clock.now() + 600_000
     await stub.set_fail(True, rearm_at)
@@ -154,8 +159,10 @@ async def test_set_alarm_inside_a_failing_handler_cancels_the_retry(harness_fact
     assert len(CALLS["rearm"]) == 1
 
 
-async def test_overdue_alarm_fires_after_restart_without_any_call(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_overdue_alarm_fires_after_restart_without_any_call(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("restart")
     await stub.arm(h.clock.now() + 5_000)
     await h.runtime.close()
@@ -167,8 +174,8 @@ async def test_overdue_alarm_fires_after_restart_without_any_call(harness_factor
     assert await h.env.ALARMED.getByName("restart").fired() == 1
 
 
-async def test_alarm_survives_restart_and_fires_at_its_time(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_alarm_survives_restart_and_fires_at_its_time(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     await h.env.ALARMED.getByName("restart-later").arm(h.clock.now() + 5_000)
     await h.restart()
     await h.advance(4_000)
@@ -177,8 +184,8 @@ async def test_alarm_survives_restart_and_fires_at_its_time(harness_factory: Any
     assert len(CALLS["restart-later"]) == 1
 
 
-async def test_run_alarm_now_delivers_a_future_alarm(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_run_alarm_now_delivers_a_future_alarm(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("run-now")
     await stub.arm(h.clock.now() + 3_600_000)
     assert await h.run_alarm("ALARMED", "run-now") is True
@@ -212,9 +219,9 @@ class Aborting(DurableObject):
 
 @pytest.mark.parametrize("mode", ["abort", "callee"])
 async def test_a_reset_during_the_alarm_is_retried_not_lost(
-    harness_factory: Any, mode: str
+    doemu_harness: HarnessFactory, mode: str
 ) -> None:
-    h = await harness_factory({"ABORTING": Aborting})
+    h = await doemu_harness({"ABORTING": Aborting})
     stub = h.env.ABORTING.getByName(f"reset-{mode}")
     await stub.arm(h.clock.now() + 100, mode)
     await h.advance(100)
@@ -224,8 +231,8 @@ async def test_a_reset_during_the_alarm_is_retried_not_lost(
     assert await h.get_alarm("ABORTING", f"reset-{mode}") is None
 
 
-async def test_a_pending_retry_fires_after_a_restart(harness_factory: Any) -> None:
-    h = await harness_factory({"ALARMED": Alarmed})
+async def test_a_pending_retry_fires_after_a_restart(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"ALARMED": Alarmed})
     stub = h.env.ALARMED.getByName("retry-restart")
     await stub.set_fail(True)
     await stub.arm(h.clock.now() + 10)
@@ -253,14 +260,14 @@ FIRED: list[str] = []
 
 
 async def test_a_storm_of_overdue_alarms_leaves_the_loop_to_other_work(
-    harness_factory: Any,
+    doemu_harness: HarnessFactory,
 ) -> None:
     """Overdue alarms start in bounded batches, so other work runs long before the last one."""
     import asyncio
 
     from doemu.alarms import MAX_CONCURRENT_DELIVERIES
 
-    h = await harness_factory({"COUNTING": Counting})
+    h = await doemu_harness({"COUNTING": Counting})
     n = 6 * MAX_CONCURRENT_DELIVERIES
     for i in range(n):
         await h.env.COUNTING.getByName(f"storm-{i}").arm(h.clock.now() + 1_000)
@@ -303,11 +310,11 @@ class Ordered(DurableObject):
 
 
 async def test_a_due_alarm_goes_before_an_event_that_starts_after_its_time(
-    harness_factory: Any,
+    doemu_harness: HarnessFactory,
 ) -> None:
     """1. An alarm comes due and its delivery is started, but has not run yet.
     2. A call to another object starts in the same loop pass: the delivery runs first."""
-    h = await harness_factory({"ORDERED": Ordered})
+    h = await doemu_harness({"ORDERED": Ordered})
     ns = h.env.ORDERED
     await ns.getByName("a").arm(h.clock.now() + 1_000)
     await ns.getByName("other").touch()
@@ -344,11 +351,11 @@ async def test_a_busy_loop_starts_an_alarm_whose_timer_has_not_run_yet() -> None
         scheduler.close()
 
 
-async def test_an_event_yields_to_due_alarms_at_most_once(harness_factory: Any) -> None:
+async def test_an_event_yields_to_due_alarms_at_most_once(doemu_harness: HarnessFactory) -> None:
     """A flood of overdue alarms delays a call by one pass of the loop, not until the last."""
     from doemu.alarms import MAX_CONCURRENT_DELIVERIES
 
-    h = await harness_factory({"ORDERED": Ordered})
+    h = await doemu_harness({"ORDERED": Ordered})
     ns = h.env.ORDERED
     n = 4 * MAX_CONCURRENT_DELIVERIES
     for i in range(n):
@@ -373,8 +380,6 @@ def test_real_clock_timers_fire_once_per_alarm_without_spinning(loop_name: str) 
     """
     import asyncio
     import time
-
-    import uvloop
 
     from doemu.alarms import AlarmScheduler
     from doemu.clock import SystemClock
@@ -408,7 +413,11 @@ def test_real_clock_timers_fire_once_per_alarm_without_spinning(loop_name: str) 
         finally:
             scheduler.close()
 
-    runner = asyncio.Runner(loop_factory=uvloop.new_event_loop if loop_name == "uvloop" else None)
+    loop_factory = None
+    if loop_name == "uvloop":  # an optional dependency: not on Windows or PyPy
+        uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed")
+        loop_factory = uvloop.new_event_loop
+    runner = asyncio.Runner(loop_factory=loop_factory)
     with runner:
         runner.run(main())
     assert len(late) == 20

@@ -24,12 +24,9 @@ from click.testing import CliRunner, Result
 
 from doemu import __version__
 from doemu.cli import main
-from doemu.config import load_config
 from doemu.ids import IdFactory
-from doemu.loader import load_worker
-from doemu.runtime import ClassSpec
 from doemu.server.devserver import loop_factory
-from doemu.testing import WorkerHarness
+from doemu.testing.plugin import HarnessFactory
 
 COUNTER = Path(__file__).resolve().parent.parent / "examples" / "counter"
 UNIQUE_KEY = "counter-example-Counter"
@@ -79,7 +76,10 @@ def assert_fails(result: Result, *fragments: str) -> None:
 
 
 def write_state(
-    persist_dir: Path, project: Path, actions: dict[str, list[str]]
+    doemu_harness: HarnessFactory,
+    persist_dir: Path,
+    project: Path,
+    actions: dict[str, list[str]],
 ) -> dict[str, dict[str, Any]]:
     """Run the project's objects in-process on ``persist_dir``: ``{name: [action, ...]}``.
 
@@ -87,17 +87,9 @@ def write_state(
     """
 
     async def run() -> dict[str, dict[str, Any]]:
-        worker = load_config(project / "wrangler.toml")
-        loaded = load_worker(worker)
-        counter = loaded.classes["Counter"]
         answers: dict[str, dict[str, Any]] = {}
-        harness = WorkerHarness(
-            {"COUNTER": ClassSpec(counter.cls, counter.sql)},
-            persist_dir=persist_dir,
-            worker_name=worker.name,
-            class_names={"COUNTER": "Counter"},
-        )
-        async with harness:
+        config = project / "wrangler.toml"
+        async with doemu_harness(config=config, persist_dir=persist_dir) as harness:
             for name, steps in actions.items():
                 stub = harness.stub("COUNTER", name)
                 for step in steps:
@@ -181,15 +173,18 @@ def test_dev_rejects_a_bad_loop_and_a_missing_uvloop(
     assert_fails(doemu("dev", "--loop", "uvloop"), "--loop='uvloop': uvloop is not installed")
 
 
-def test_loop_factory_prefers_uvloop_and_falls_back_only_for_auto(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import uvloop
-
+def test_loop_factory_prefers_uvloop() -> None:
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed")
     assert loop_factory("asyncio") is None  # asyncio's own loop
     assert loop_factory("uvloop") is uvloop.new_event_loop
     assert loop_factory("auto") is uvloop.new_event_loop
-    monkeypatch.setitem(sys.modules, "uvloop", None)
+
+
+def test_loop_factory_without_uvloop_falls_back_only_for_auto(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what a missing package looks like
+    assert loop_factory("asyncio") is None
     assert loop_factory("auto") is None
     with pytest.raises(click.ClickException, match="uvloop cannot be imported"):
         loop_factory("uvloop")
@@ -201,13 +196,19 @@ def test_dev_on_a_busy_port_is_a_one_line_error(project: Path, busy_port: int) -
 
 
 def test_offline_objects_sql_and_alarms_read_the_default_persist_dir(
-    project: Path, closed_url: str, unique_name: Callable[[str], str]
+    project: Path,
+    closed_url: str,
+    unique_name: Callable[[str], str],
+    doemu_harness: HarnessFactory,
 ) -> None:
     """1. Run two objects in-process on ``.doemu/state`` next to the config (the default);
     one with an alarm.  2. With no server at ``--url``, every read command reads the files."""
     alarmed, plain = unique_name("cli-alarmed"), unique_name("cli-plain")
     answers = write_state(
-        project / ".doemu" / "state", project, {alarmed: ["incr", "incr", "alarm"], plain: ["incr"]}
+        doemu_harness,
+        project / ".doemu" / "state",
+        project,
+        {alarmed: ["incr", "incr", "alarm"], plain: ["incr"]},
     )
     alarm_ms = answers[alarmed]["alarm"]
     ids = IdFactory(UNIQUE_KEY)
@@ -235,10 +236,13 @@ def test_offline_objects_sql_and_alarms_read_the_default_persist_dir(
 
 
 def test_offline_sql_errors_are_clear(
-    project: Path, closed_url: str, unique_name: Callable[[str], str]
+    project: Path,
+    closed_url: str,
+    unique_name: Callable[[str], str],
+    doemu_harness: HarnessFactory,
 ) -> None:
     name = unique_name("cli-sql")
-    write_state(project / ".doemu" / "state", project, {name: ["incr"]})
+    write_state(doemu_harness, project / ".doemu" / "state", project, {name: ["incr"]})
     url = ("--url", closed_url)
     assert_fails(
         doemu("sql", "COUNTER", name, "INSERT INTO boots VALUES (1)", "--write", *url),
@@ -256,11 +260,15 @@ def test_offline_sql_errors_are_clear(
 
 
 def test_offline_reads_follow_persist_to_and_the_environment(
-    project: Path, tmp_path: Path, closed_url: str, unique_name: Callable[[str], str]
+    project: Path,
+    tmp_path: Path,
+    closed_url: str,
+    unique_name: Callable[[str], str],
+    doemu_harness: HarnessFactory,
 ) -> None:
     name = unique_name("cli-elsewhere")
     elsewhere = tmp_path / "elsewhere"
-    write_state(elsewhere, project, {name: ["incr"]})
+    write_state(doemu_harness, elsewhere, project, {name: ["incr"]})
     assert doemu("objects", "--url", closed_url).stdout == ""
     assert not (project / ".doemu").exists()  # reading never creates the persist dir
     by_flag = doemu("objects", "--url", closed_url, "--persist-to", str(elsewhere))

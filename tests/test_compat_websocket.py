@@ -146,9 +146,13 @@ def test_close_validation_uses_workerd_texts() -> None:
 
 @pytest.mark.parametrize("code", [1000, 1001, 1011, 3000, 4000])
 def test_close_accepts_valid_codes(code: int) -> None:
-    _client, server = pair()
+    client, server = pair()
     server.accept()
+    closes: list[tuple[int, str, bool]] = []
+    end_of(client).close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
     server.close(code)
+    assert closes == [(code, "", True)]  # the peer gets the code as given
+    assert server.readyState == WebSocket.READY_STATE_CLOSING
 
 
 def test_close_delivers_to_the_peer_close_sink() -> None:
@@ -197,17 +201,19 @@ def test_remote_close_on_hibernatable_socket_auto_replies() -> None:
     client, server = pair()
     end_of(server).accept_hibernatable()
     seen: list[tuple[str, int, str, bool]] = []
-    end_of(server).close_sink = lambda code, reason, clean: seen.append(
-        ("server", code, reason, clean)
-    )
-    end_of(client).close_sink = lambda code, reason, clean: seen.append(
-        ("client", code, reason, clean)
-    )
+
+    def sink(side: str) -> Any:
+        return lambda code, reason, clean: seen.append((side, code, reason, clean))
+
+    end_of(server).close_sink = sink("server")
+    end_of(client).close_sink = sink("client")
     end_of(client).couple()
     end_of(client).forward_close(1000, "client left")
     assert server.readyState == WebSocket.READY_STATE_CLOSED
     assert seen == [("server", 1000, "client left", True), ("client", 1000, "client left", True)]
-    server.close(1000)  # closing again in webSocketClose is harmless
+    server.close(1000)  # closing again in webSocketClose is harmless: nothing more is sent
+    assert len(seen) == 2
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
 
 
 def test_unclean_disconnect_does_not_auto_reply() -> None:
@@ -235,8 +241,14 @@ def test_error_closes_the_socket() -> None:
     assert len(events) == 1
     assert isinstance(events[0], ErrorEvent)
     assert events[0].error is boom and events[0].message == "boom"
+    sent: list[str | bytes] = []
+    closes: list[tuple[int, str, bool]] = []
+    end_of(client).sink = sent.append
+    end_of(client).close_sink = lambda code, reason, clean: closes.append((code, reason, clean))
     server.send("dropped")  # sends after an error are dropped
     server.close()  # and so is close
+    assert (sent, closes) == ([], [])
+    assert server.readyState == WebSocket.READY_STATE_CLOSED
 
 
 def test_error_sink_takes_the_error_instead_of_an_event() -> None:

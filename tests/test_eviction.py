@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from workers import DurableObject
 
+from doemu.testing.plugin import HarnessFactory
+
 BUILT: dict[str, int] = {}
 
 
@@ -30,9 +32,9 @@ class Keeper(DurableObject):
 
 
 async def test_idle_object_is_evicted_and_rebuilt_with_storage_intact(
-    harness_factory: Any,
+    doemu_harness: HarnessFactory,
 ) -> None:
-    h = await harness_factory({"KEEPER": Keeper}, idle_timeout=(2.0, 2.0))
+    h = await doemu_harness({"KEEPER": Keeper}, idle_timeout=(2.0, 2.0))
     stub = h.env.KEEPER.getByName("idle")
     assert await stub.note("one") == 1
     key = str(stub.id)
@@ -45,8 +47,8 @@ async def test_idle_object_is_evicted_and_rebuilt_with_storage_intact(
     assert BUILT[key] == 2
 
 
-async def test_idle_window_is_drawn_from_the_range(harness_factory: Any) -> None:
-    h = await harness_factory({"KEEPER": Keeper}, idle_timeout=(70.0, 140.0))
+async def test_idle_window_is_drawn_from_the_range(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"KEEPER": Keeper}, idle_timeout=(70.0, 140.0))
     stub = h.env.KEEPER.getByName("range")
     await stub.touch()
     await h.advance(69_999)
@@ -55,8 +57,8 @@ async def test_idle_window_is_drawn_from_the_range(harness_factory: Any) -> None
     assert not h.is_live("KEEPER", "range")
 
 
-async def test_activity_postpones_eviction(harness_factory: Any) -> None:
-    h = await harness_factory({"KEEPER": Keeper}, idle_timeout=(2.0, 2.0))
+async def test_activity_postpones_eviction(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"KEEPER": Keeper}, idle_timeout=(2.0, 2.0))
     stub = h.env.KEEPER.getByName("busy")
     for _ in range(5):
         await stub.touch()
@@ -66,8 +68,10 @@ async def test_activity_postpones_eviction(harness_factory: Any) -> None:
     assert not h.is_live("KEEPER", "busy")
 
 
-async def test_name_survives_eviction_even_via_id_from_string(harness_factory: Any) -> None:
-    h = await harness_factory({"KEEPER": Keeper})
+async def test_name_survives_eviction_even_via_id_from_string(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"KEEPER": Keeper})
     named = h.env.KEEPER.getByName("has-a-name")
     await named.touch()
     await h.evict("KEEPER", "has-a-name")
@@ -78,8 +82,8 @@ async def test_name_survives_eviction_even_via_id_from_string(harness_factory: A
     assert (await by_id.whoami())["name"] == "has-a-name"
 
 
-async def test_live_cap_evicts_least_recently_used(harness_factory: Any) -> None:
-    h = await harness_factory({"KEEPER": Keeper}, max_live_objects=3)
+async def test_live_cap_evicts_least_recently_used(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"KEEPER": Keeper}, max_live_objects=3)
     for i in range(5):
         await h.env.KEEPER.getByName(f"lru-{i}").touch()
     assert h.runtime.eviction.live_count == 3
@@ -95,13 +99,13 @@ class Waiter(DurableObject):
 
 
 async def test_live_cap_skips_busy_objects_and_evicts_the_next_idle_one(
-    harness_factory: Any,
+    doemu_harness: HarnessFactory,
 ) -> None:
     """1. The least recently used object is busy (an event in flight): the next idle one goes.
     2. With every other object busy, the cap is exceeded rather than anything interrupted."""
     import asyncio
 
-    h = await harness_factory({"WAITER": Waiter}, max_live_objects=2)
+    h = await doemu_harness({"WAITER": Waiter}, max_live_objects=2)
     ns = h.env.WAITER
     gate = asyncio.Event()
     busy = h.runtime.host("WAITER", "busy-0")
@@ -135,9 +139,9 @@ def fd_limit_20000() -> Any:
 
 
 async def test_ten_thousand_objects_under_a_20000_fd_limit(
-    harness_factory: Any, fd_limit_20000: Any
+    doemu_harness: HarnessFactory, fd_limit_20000: Any
 ) -> None:
-    h = await harness_factory({"KEEPER": Keeper})
+    h = await doemu_harness({"KEEPER": Keeper})
     assert h.runtime.eviction.max_live < 20_000 // 3
     for i in range(10_000):
         await h.env.KEEPER.getByName(f"fd-{i}").touch()

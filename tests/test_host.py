@@ -12,8 +12,12 @@ from workers import DurableObject
 from doemu.errors import BlockConcurrencyTimeoutError, ObjectResetError
 from doemu.objects import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
 from doemu.persist import object_file
+from doemu.testing.plugin import HarnessFactory
+
+from .polling import eventually
 
 CONSTRUCTED: list[str] = []
+SWALLOWING: set[str] = set()  # gates of the swallow_reset handlers that have started
 
 
 class Counter(DurableObject):
@@ -76,14 +80,15 @@ class Blocking(DurableObject):
 
     async def hang(self) -> str:
         async def forever() -> None:
+            Blocking.order.append("hanging")
             await asyncio.Event().wait()
 
         await self.ctx.blockConcurrencyWhile(forever)
         return "unreachable"
 
 
-async def test_stubs_construct_nothing_until_the_first_call(harness_factory: Any) -> None:
-    h = await harness_factory({"COUNTER": Counter})
+async def test_stubs_construct_nothing_until_the_first_call(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"COUNTER": Counter})
     stub = h.env.COUNTER.getByName("lazy")
     before = len(CONSTRUCTED)
     assert not h.is_live("COUNTER", "lazy")
@@ -93,16 +98,18 @@ async def test_stubs_construct_nothing_until_the_first_call(harness_factory: Any
     assert h.is_live("COUNTER", "lazy")
 
 
-async def test_concurrent_read_modify_write_is_atomic(harness_factory: Any) -> None:
-    h = await harness_factory({"COUNTER": Counter})
+async def test_concurrent_read_modify_write_is_atomic(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"COUNTER": Counter})
     stub = h.env.COUNTER.getByName("gate")
     results = await asyncio.gather(*(stub.incr() for _ in range(20)))
     assert sorted(results) == list(range(1, 21))
     assert await stub.get() == 20
 
 
-async def test_user_exception_reaches_caller_and_does_not_reset(harness_factory: Any) -> None:
-    h = await harness_factory({"COUNTER": Counter})
+async def test_user_exception_reaches_caller_and_does_not_reset(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"COUNTER": Counter})
     stub = h.env.COUNTER.getByName("raises")
     await stub.incr()
     before = len(CONSTRUCTED)
@@ -112,8 +119,8 @@ async def test_user_exception_reaches_caller_and_does_not_reset(harness_factory:
     assert len(CONSTRUCTED) == before  # same instance
 
 
-async def test_abort_drops_uncommitted_writes_and_rebuilds(harness_factory: Any) -> None:
-    h = await harness_factory({"COUNTER": Counter})
+async def test_abort_drops_uncommitted_writes_and_rebuilds(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"COUNTER": Counter})
     stub = h.env.COUNTER.getByName("aborts")
     await stub.incr()
     before = len(CONSTRUCTED)
@@ -125,8 +132,10 @@ async def test_abort_drops_uncommitted_writes_and_rebuilds(harness_factory: Any)
     assert len(CONSTRUCTED) == before + 1
 
 
-async def test_reset_cancels_in_flight_callers_with_the_reason(harness_factory: Any) -> None:
-    h = await harness_factory({"COUNTER": Counter})
+async def test_reset_cancels_in_flight_callers_with_the_reason(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"COUNTER": Counter})
     stub = h.env.COUNTER.getByName("reset-inflight")
     pending = asyncio.ensure_future(stub.slow("x"))
     await asyncio.sleep(0)
@@ -137,10 +146,10 @@ async def test_reset_cancels_in_flight_callers_with_the_reason(harness_factory: 
     assert await stub.incr() == 1
 
 
-async def test_block_concurrency_while_holds_other_events(harness_factory: Any) -> None:
+async def test_block_concurrency_while_holds_other_events(doemu_harness: HarnessFactory) -> None:
     Blocking.release = asyncio.Event()
     Blocking.order = []
-    h = await harness_factory({"BLOCKING": Blocking})
+    h = await doemu_harness({"BLOCKING": Blocking})
     stub = h.env.BLOCKING.getByName("bcw")
     first = asyncio.ensure_future(stub.is_ready())
     second = asyncio.ensure_future(stub.is_ready())
@@ -152,16 +161,15 @@ async def test_block_concurrency_while_holds_other_events(harness_factory: Any) 
     assert Blocking.order == ["init done", "event", "event"]
 
 
-async def test_block_concurrency_while_times_out_and_resets(harness_factory: Any) -> None:
+async def test_block_concurrency_while_times_out_and_resets(doemu_harness: HarnessFactory) -> None:
     Blocking.release = asyncio.Event()
     Blocking.release.set()
     Blocking.order = []
-    h = await harness_factory({"BLOCKING": Blocking})
+    h = await doemu_harness({"BLOCKING": Blocking})
     stub = h.env.BLOCKING.getByName("bcw-timeout")
     assert await stub.is_ready() is True
     hung = asyncio.ensure_future(stub.hang())
-    for _ in range(5):
-        await asyncio.sleep(0)
+    await eventually(lambda: "hanging" in Blocking.order, what="the blocking callback to run")
     await h.advance(29_999)
     assert not hung.done()
     await h.advance(1)
@@ -172,17 +180,15 @@ async def test_block_concurrency_while_times_out_and_resets(harness_factory: Any
     assert await stub.is_ready() is True  # a fresh instance serves the next event
 
 
-async def test_wait_until_keeps_the_object_alive_until_it_settles(harness_factory: Any) -> None:
-    h = await harness_factory({"COUNTER": Counter}, idle_timeout=(1.0, 1.0))
+async def test_wait_until_keeps_the_object_alive_until_it_settles(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"COUNTER": Counter}, idle_timeout=(1.0, 1.0))
     stub = h.env.COUNTER.getByName("wait-until")
     await stub.spawn()
     host = h.runtime.host("COUNTER", "wait-until")
     assert host.busy
-    for _ in range(10):
-        if not host.busy:
-            break
-        await asyncio.sleep(0)
-    assert not host.busy
+    await eventually(lambda: not host.busy, what="the waitUntil task to settle")
     assert await stub.read("background") is True
 
 
@@ -201,6 +207,7 @@ class Nested(DurableObject):
         raise RuntimeError("after the write")
 
     async def swallow_reset(self, gate: str) -> str:
+        SWALLOWING.add(gate)
         try:
             await asyncio.sleep(3600)
         except BaseException:
@@ -221,15 +228,17 @@ class Nested(DurableObject):
         return await self.ctx.storage.get(key)
 
 
-async def test_nested_block_concurrency_while_does_not_deadlock(harness_factory: Any) -> None:
-    h = await harness_factory({"NESTED": Nested})
+async def test_nested_block_concurrency_while_does_not_deadlock(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"NESTED": Nested})
     assert await h.env.NESTED.getByName("nest").nested() == "inner"
 
 
 async def test_writes_before_an_error_are_committed_before_the_error_leaves(
-    harness_factory: Any,
+    doemu_harness: HarnessFactory,
 ) -> None:
-    h = await harness_factory({"NESTED": Nested})
+    h = await doemu_harness({"NESTED": Nested})
     stub = h.env.NESTED.getByName("err-commit")
     with pytest.raises(RuntimeError):
         await stub.fail_after_write()
@@ -241,18 +250,21 @@ async def test_writes_before_an_error_are_committed_before_the_error_leaves(
     assert keys == ["written"]
 
 
-async def test_a_handler_that_swallows_the_reset_still_reports_it(harness_factory: Any) -> None:
-    h = await harness_factory({"NESTED": Nested})
+async def test_a_handler_that_swallows_the_reset_still_reports_it(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"NESTED": Nested})
     pending = asyncio.ensure_future(h.env.NESTED.getByName("swallow").swallow_reset("x"))
-    for _ in range(5):
-        await asyncio.sleep(0)
+    await eventually(lambda: "x" in SWALLOWING, what="the handler to start")
     h.reset("NESTED", "swallow", "reset wins")
     with pytest.raises(ObjectResetError, match="reset wins"):
         await pending
 
 
-async def test_resetting_a_caller_does_not_cut_its_callee_short(harness_factory: Any) -> None:
-    h = await harness_factory({"NESTED": Nested})
+async def test_resetting_a_caller_does_not_cut_its_callee_short(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"NESTED": Nested})
     pending = asyncio.ensure_future(h.env.NESTED.getByName("caller").call_peer("callee"))
     await asyncio.sleep(0)
     await asyncio.sleep(0)
@@ -263,8 +275,8 @@ async def test_resetting_a_caller_does_not_cut_its_callee_short(harness_factory:
     assert await h.env.NESTED.getByName("callee").read("state") == "done"
 
 
-async def test_a_closed_runtime_refuses_new_events(harness_factory: Any) -> None:
-    h = await harness_factory({"NESTED": Nested})
+async def test_a_closed_runtime_refuses_new_events(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"NESTED": Nested})
     stub = h.env.NESTED.getByName("closed")
     await h.runtime.close()
     with pytest.raises(ObjectResetError, match="shutting down"):

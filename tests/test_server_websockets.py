@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from doemu.clock import ManualClock
 from doemu.runtime import ClassSpec, Runtime
 from doemu.sockets.bridge import ABNORMAL_CLOSE_REASON
 
-from .polling import until
+from .polling import eventually
 from .servers import serve
 
 BOOTS: dict[str, int] = {}
@@ -132,15 +131,11 @@ async def test_close_codes_reach_web_socket_close(runtime_factory: Any) -> None:
         vanish.transport.abort()  # no Close frame
         async with httpx.AsyncClient(base_url=srv.url) as http:
 
-            async def closes() -> list[Any]:
-                return list((await http.get("/ROOM/closer/closes")).json())
+            async def both_closes() -> list[Any] | None:
+                rows = list((await http.get("/ROOM/closer/closes")).json())
+                return rows if len(rows) == 2 else None
 
-            rows: list[Any] = []
-            for _ in range(200):
-                rows = await closes()
-                if len(rows) == 2:
-                    break
-                await asyncio.sleep(0.01)
+            rows = await eventually(both_closes, what="both closes to be recorded")
         assert rows == [[4000, "bye", 1], [1006, ABNORMAL_CLOSE_REASON, 0]]
 
 
@@ -154,7 +149,7 @@ async def test_non_hibernatable_socket_pins_the_object(runtime_factory: Any) -> 
             assert await ws.recv() == "plain:x"
             await srv.control.advance(60_000)
             assert host.live
-        await until(lambda: not host.sockets.pinning, what="the close to unpin the object")
+        await eventually(lambda: not host.sockets.pinning, what="the close to unpin the object")
         await srv.control.advance(2_000)
         assert not host.live
 

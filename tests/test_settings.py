@@ -124,9 +124,9 @@ def test_loop_setting_comes_from_every_source_in_order(tmp_path: Path) -> None:
     pyproject = write(tmp_path, '[tool.doemu]\nloop = "asyncio"\n', "pyproject.toml")
     assert resolve_settings({}, {}, None).loop == "auto"
     assert resolve_settings({}, {}, pyproject).loop == "asyncio"
-    assert resolve_settings({}, {"DOEMU_LOOP": " UVloop "}, pyproject).loop == "uvloop"
+    assert resolve_settings({}, {"DOEMU_LOOP": " AUTO "}, pyproject).loop == "auto"
     cli = {"loop": "asyncio"}
-    assert resolve_settings(cli, {"DOEMU_LOOP": "uvloop"}, pyproject).loop == "asyncio"
+    assert resolve_settings(cli, {"DOEMU_LOOP": "auto"}, pyproject).loop == "asyncio"
     assert resolve_settings({"loop": None}, {"DOEMU_LOOP": ""}, None).loop == "auto"
 
     write(tmp_path, "[tool.doemu]\nloop = 1\n", "pyproject.toml")
@@ -135,6 +135,13 @@ def test_loop_setting_comes_from_every_source_in_order(tmp_path: Path) -> None:
     assert str(info.value).endswith(
         "pyproject.toml [tool.doemu] loop=1: expected auto, asyncio or uvloop"
     )
+
+
+def test_loop_uvloop_is_accepted_where_uvloop_is_installed(tmp_path: Path) -> None:
+    pytest.importorskip("uvloop", reason="uvloop is not installed")
+    pyproject = write(tmp_path, '[tool.doemu]\nloop = "asyncio"\n', "pyproject.toml")
+    assert resolve_settings({}, {"DOEMU_LOOP": " UVloop "}, pyproject).loop == "uvloop"
+    assert resolve_settings({"loop": "asyncio"}, {"DOEMU_LOOP": "uvloop"}, None).loop == "asyncio"
 
 
 def test_loop_uvloop_without_uvloop_installed_names_the_source(

@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -62,7 +63,9 @@ def test_sigkill_leaves_a_turn_all_or_nothing(
     assert _counts(db) == expected
 
 
-def test_sigkill_from_the_parent_mid_turn(tmp_path: pathlib.Path) -> None:
+def test_sigkill_from_the_parent_mid_turn(
+    tmp_path: pathlib.Path, open_storage: Callable[..., ObjectStorage]
+) -> None:
     """1. The child writes in one turn, says "ready" through a pipe and blocks mid-turn.
     2. The parent SIGKILLs it. 3. Reopened through ObjectStorage, no write of the turn exists,
     and the object is fully usable."""
@@ -75,22 +78,22 @@ def test_sigkill_from_the_parent_mid_turn(tmp_path: pathlib.Path) -> None:
     assert child.returncode == -signal.SIGKILL
     assert _counts(db) == (0, 0)
 
-    storage = ObjectStorage(db, clock=SystemClock())
-    try:
-        assert settled(storage.get("key-0000")) is None
-        storage.put("after", 1)
-        storage.commit()
-    finally:
-        storage.close()
+    storage = open_storage(db.name, clock=SystemClock())
+    assert settled(storage.get("key-0000")) is None
+    storage.put("after", 1)
+    storage.commit()
+    storage.close()
     assert _counts(db)[0] == 1
 
 
-def test_sigkill_after_the_first_commit_of_a_reopened_object(tmp_path: pathlib.Path) -> None:
+def test_sigkill_after_the_first_commit_of_a_reopened_object(
+    tmp_path: pathlib.Path, open_storage: Callable[..., ObjectStorage]
+) -> None:
     """An object woken from eviction starts a new WAL (its first commit runs unsynced, see
     StorageConnection): 1. a closed object file has no WAL; 2. the child reopens it, writes one
     turn, commits and is SIGKILLed; 3. every write of that turn is there, and the old data too."""
     db = tmp_path / "obj.sqlite"
-    storage = ObjectStorage(db, clock=SystemClock())
+    storage = open_storage(db.name, clock=SystemClock())
     storage.put("before", 1)
     storage.commit()
     storage.close()
@@ -102,10 +105,9 @@ def test_sigkill_after_the_first_commit_of_a_reopened_object(tmp_path: pathlib.P
 
 
 def test_a_reopened_object_is_back_to_normal_sync_after_its_first_write(
-    tmp_path: pathlib.Path,
+    open_storage: Callable[..., ObjectStorage],
 ) -> None:
-    db = tmp_path / "obj.sqlite"
-    storage = ObjectStorage(db, clock=SystemClock())
+    storage = open_storage("obj.sqlite", clock=SystemClock())
     storage.put("before", 1)
     storage.commit()
     storage.close()
@@ -114,22 +116,14 @@ def test_a_reopened_object_is_back_to_normal_sync_after_its_first_write(
         value = s._conn.read(f"PRAGMA {name}").fetchone()[0]
         return int(value)
 
-    reopened = ObjectStorage(db, clock=SystemClock())
-    try:
-        assert (pragma(reopened, "synchronous"), pragma(reopened, "wal_autocheckpoint")) == (0, 0)
-        assert settled(reopened.get("before")) == 1
-        reopened.commit()  # a read-only transaction writes no WAL header: still the new-WAL mode
-        assert pragma(reopened, "synchronous") == 0
-        reopened.put("after", 2)
-        reopened.commit()
-        assert (pragma(reopened, "synchronous"), pragma(reopened, "wal_autocheckpoint")) == (
-            1,
-            1000,
-        )
-    finally:
-        reopened.close()
-    fresh = ObjectStorage(tmp_path / "new.sqlite", clock=SystemClock())
-    try:  # a new object's WAL comes with the template and is never "new"
-        assert pragma(fresh, "synchronous") == 1
-    finally:
-        fresh.close()
+    reopened = open_storage("obj.sqlite", clock=SystemClock())
+    assert (pragma(reopened, "synchronous"), pragma(reopened, "wal_autocheckpoint")) == (0, 0)
+    assert settled(reopened.get("before")) == 1
+    reopened.commit()  # a read-only transaction writes no WAL header: still the new-WAL mode
+    assert pragma(reopened, "synchronous") == 0
+    reopened.put("after", 2)
+    reopened.commit()
+    assert (pragma(reopened, "synchronous"), pragma(reopened, "wal_autocheckpoint")) == (1, 1000)
+    fresh = open_storage("new.sqlite", clock=SystemClock())
+    # A new object's WAL comes with the template and is never "new".
+    assert pragma(fresh, "synchronous") == 1

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from doemu.clock import ManualClock
 from doemu.errors import SqlError, StorageError
 from doemu.storage import ObjectStorage
 from doemu.storage import files as files_mod
 from doemu.storage.files import SPARE_DIR, ObjectFiles, template, write_template
+
+from .polling import eventually_sync
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID",)
 
@@ -29,14 +30,6 @@ def files() -> Iterator[ObjectFiles]:
 def _spares(directory: Path) -> list[Path]:
     spare_dir = directory / SPARE_DIR
     return sorted(spare_dir.glob("*.sqlite")) if spare_dir.exists() else []
-
-
-def _wait_for(predicate: object, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def test_the_template_holds_the_schema_in_its_wal(tmp_path: Path) -> None:
@@ -75,7 +68,7 @@ def test_spares_are_made_in_the_background_and_renamed_into_place(
 ) -> None:
     first = tmp_path / "a.sqlite"
     files.create(first, SCHEMA)  # no spare yet: written in place, and the pool fills
-    _wait_for(lambda: len(_spares(tmp_path)) == 3, "three spares")
+    eventually_sync(lambda: len(_spares(tmp_path)) == 3, within=10, what="three spares")
     second = tmp_path / "b.sqlite"
     files.create(second, SCHEMA)
     for path in (first, second):
@@ -85,14 +78,14 @@ def test_spares_are_made_in_the_background_and_renamed_into_place(
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         db.close()
-    _wait_for(lambda: len(_spares(tmp_path)) == 3, "the pool topped up")
+    eventually_sync(lambda: len(_spares(tmp_path)) == 3, within=10, what="the pool topped up")
 
 
 def test_a_taken_spare_leaves_the_pool(tmp_path: Path) -> None:
     f = ObjectFiles(spares=1)
     try:
         f.create(tmp_path / "a.sqlite", SCHEMA)
-        _wait_for(lambda: len(_spares(tmp_path)) == 1, "one spare")
+        eventually_sync(lambda: len(_spares(tmp_path)) == 1, within=10, what="one spare")
         (spare,) = _spares(tmp_path)
         f.create(tmp_path / "b.sqlite", SCHEMA)
         assert not spare.exists()
@@ -105,7 +98,7 @@ def test_a_taken_spare_leaves_the_pool(tmp_path: Path) -> None:
 def test_close_removes_the_spares(tmp_path: Path) -> None:
     f = ObjectFiles(spares=2)
     f.create(tmp_path / "a.sqlite", SCHEMA)
-    _wait_for(lambda: len(_spares(tmp_path)) == 2, "two spares")
+    eventually_sync(lambda: len(_spares(tmp_path)) == 2, within=10, what="two spares")
     f.close()
     assert not (tmp_path / SPARE_DIR).exists()
     assert (tmp_path / "a.sqlite").exists()
@@ -117,8 +110,20 @@ def test_spares_left_by_a_killed_process_are_swept(files: ObjectFiles, tmp_path:
     stale = stale_dir / "999999-0.sqlite"
     stale.write_bytes(b"half-written")
     files.create(tmp_path / "a.sqlite", SCHEMA)
-    _wait_for(lambda: not stale.exists(), "the stale spare to go")
-    _wait_for(lambda: len(_spares(tmp_path)) == 3, "fresh spares")
+    eventually_sync(lambda: not stale.exists(), within=10, what="the stale spare to go")
+    # A spare is complete once its -shm file exists: the worker touches it last.
+    eventually_sync(
+        lambda: sum(Path(f"{s}-shm").exists() for s in _spares(tmp_path)) == 3,
+        within=10,
+        what="three complete fresh spares",
+    )
+    spares = _spares(tmp_path)
+    assert len(spares) == 3 and stale not in spares
+    data, wal = template(SCHEMA)
+    for spare in spares:
+        assert spare.name.startswith(f"{os.getpid()}-")  # made by this process
+        assert spare.read_bytes() == data
+        assert Path(f"{spare}-wal").read_bytes() == wal
 
 
 def test_a_deferred_close_lets_the_file_be_reopened_at_once(
@@ -192,29 +197,24 @@ def test_a_connection_closed_by_the_worker_is_not_handed_back(
     files.create(path, SCHEMA)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     files.close_later(db, path)
-    _wait_for(lambda: files._pending_closes == 0, "the deferred close")
+    eventually_sync(lambda: files._pending_closes == 0, within=10, what="the deferred close")
     assert files.reclaim(path) is None
     with pytest.raises(sqlite3.ProgrammingError):
         db.execute("SELECT 1")
 
 
-def _storage(path: Path, files: ObjectFiles) -> ObjectStorage:
-    return ObjectStorage(path, clock=ManualClock(), files=files)
-
-
 async def test_an_object_activated_again_before_its_close_reuses_the_connection(
-    files: ObjectFiles, held: threading.Event, tmp_path: Path
+    files: ObjectFiles, held: threading.Event, open_storage: Callable[..., ObjectStorage]
 ) -> None:
     """1. Evicted (closed later) with its data committed.
     2. Opened again while the close still waits: same connection, same data, no close.
     3. The new storage's authorizer guards it: user SQL still cannot touch _cf_ tables."""
-    path = tmp_path / "obj.sqlite"
-    first = _storage(path, files)
+    first = open_storage("obj.sqlite", files=files)
     first.sql.exec("CREATE TABLE t (v INTEGER)")
     first.sql.exec("INSERT INTO t VALUES (1)")
     db = first._conn.db
     first.close()
-    second = _storage(path, files)
+    second = open_storage("obj.sqlite", files=files)
     assert second._conn.db is db
     assert [r["v"] for r in second.sql.exec("SELECT v FROM t")] == [1]
     with pytest.raises(SqlError):
@@ -226,15 +226,14 @@ async def test_an_object_activated_again_before_its_close_reuses_the_connection(
 
 
 async def test_a_connection_whose_pragmas_user_sql_changed_is_not_reused(
-    files: ObjectFiles, held: threading.Event, tmp_path: Path
+    files: ObjectFiles, held: threading.Event, open_storage: Callable[..., ObjectStorage]
 ) -> None:
-    path = tmp_path / "obj.sqlite"
-    first = _storage(path, files)
+    first = open_storage("obj.sqlite", files=files)
     first.sql.exec("PRAGMA foreign_keys = OFF")
     db = first._conn.db
     first.close()
-    assert files.reclaim(path) is None
-    second = _storage(path, files)
+    assert files.reclaim(first.database_path) is None
+    second = open_storage("obj.sqlite", files=files)
     assert second._conn.db is not db
     assert second.sql.exec("PRAGMA foreign_keys").one()["foreign_keys"] == 1
     second.close()

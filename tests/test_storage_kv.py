@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import pathlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from doemu.clock import ManualClock
 from doemu.errors import DataCloneError, LimitExceededError, StorageError
-from doemu.storage import ObjectStorage, StorageLimits, StorageTypeError
+from doemu.storage import ObjectStorage, StorageTypeError
 from doemu.storage.messages import (
     LIST_BOTH_STARTS,
     LIST_LIMIT_POSITIVE,
@@ -24,23 +22,6 @@ from doemu.storage.messages import (
 )
 
 from .settled import settled
-
-
-@pytest.fixture
-def storage(tmp_path: pathlib.Path) -> Iterator[ObjectStorage]:
-    s = ObjectStorage(tmp_path / "obj.sqlite", clock=ManualClock(1_000_000))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def limited(tmp_path: pathlib.Path) -> Iterator[ObjectStorage]:
-    s = ObjectStorage(
-        tmp_path / "limited.sqlite", clock=ManualClock(0), limits=StorageLimits.production()
-    )
-    yield s
-    s.close()
-
 
 # -- get / put / delete --------------------------------------------------------------------------
 
@@ -94,17 +75,15 @@ ROUND_TRIP: list[Any] = [
 
 
 @pytest.mark.parametrize("value", ROUND_TRIP)
-async def test_values_round_trip_through_the_file(tmp_path: pathlib.Path, value: Any) -> None:
-    path = tmp_path / "rt.sqlite"
-    first = ObjectStorage(path, clock=ManualClock(0))
+async def test_values_round_trip_through_the_file(
+    open_storage: Callable[..., ObjectStorage], value: Any
+) -> None:
+    first = open_storage("rt.sqlite")
     await first.put("k", value)
     first.close()
-    second = ObjectStorage(path, clock=ManualClock(0))
-    try:
-        expected = list(value) if isinstance(value, tuple) else value
-        assert await second.get("k") == expected
-    finally:
-        second.close()
+    second = open_storage("rt.sqlite")
+    expected = list(value) if isinstance(value, tuple) else value
+    assert await second.get("k") == expected
 
 
 class Unclonable:
@@ -158,12 +137,12 @@ async def test_keys_must_be_strings(storage: ObjectStorage, call: Any) -> None:
         await call(storage)
 
 
-async def test_unawaited_put_still_writes(storage: ObjectStorage, tmp_path: pathlib.Path) -> None:
+async def test_unawaited_put_still_writes(storage: ObjectStorage) -> None:
     storage.put("fire-and-forget", 1)
     storage.delete("nothing")
     assert settled(storage.get("fire-and-forget")) == 1
     await storage.sync()
-    other = sqlite3.connect(tmp_path / "obj.sqlite")
+    other = sqlite3.connect(storage.database_path)
     assert other.execute("SELECT count(*) FROM _cf_KV").fetchone()[0] == 1
     other.close()
 
@@ -174,8 +153,7 @@ async def test_errors_are_delivered_when_awaited(storage: ObjectStorage) -> None
         await pending
 
 
-async def test_closed_storage(tmp_path: pathlib.Path) -> None:
-    storage = ObjectStorage(tmp_path / "c.sqlite", clock=ManualClock(0))
+async def test_closed_storage(storage: ObjectStorage) -> None:
     storage.close()
     storage.close()  # idempotent
     assert storage.closed

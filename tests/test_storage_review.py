@@ -4,40 +4,20 @@ that ran concurrently with other events."""
 from __future__ import annotations
 
 import asyncio
-import pathlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from workers import DurableObject
 
-from doemu.clock import ManualClock
 from doemu.storage import ObjectStorage, Transaction
+from doemu.testing.plugin import HarnessFactory
 
-NOW = 1_700_000_000_000.0
+from .storage_helpers import NOW
 
 
 class Boom(Exception):
     pass
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
-
-
-@pytest.fixture
-def alarm_commits() -> list[float | None]:
-    return []
-
-
-@pytest.fixture
-def storage(
-    tmp_path: pathlib.Path, clock: ManualClock, alarm_commits: list[float | None]
-) -> Iterator[ObjectStorage]:
-    s = ObjectStorage(tmp_path / "obj.sqlite", clock=clock, on_alarm_commit=alarm_commits.append)
-    yield s
-    s.close()
 
 
 async def armed(storage: ObjectStorage, alarm_commits: list[float | None]) -> float:
@@ -169,22 +149,18 @@ async def test_ctx_abort_drops_the_handlers_set_alarm(
 
 
 async def test_a_delivery_interrupted_by_a_crash_leaves_nothing_behind(
-    tmp_path: pathlib.Path, clock: ManualClock
+    open_storage: Callable[..., ObjectStorage],
 ) -> None:
-    path = tmp_path / "crash.sqlite"
-    first = ObjectStorage(path, clock=clock)
+    first = open_storage("crash.sqlite")
     await first.setAlarm(NOW + 10)
     first.begin_alarm_delivery(NOW + 10)
     await first.setAlarm(NOW + 10)
     await first.sync()
     first.close()  # the process died before the delivery ended
-    second = ObjectStorage(path, clock=clock)
-    try:
-        second.begin_alarm_delivery(NOW + 10)
-        assert await second.getAlarm() is None  # this delivery has not set anything
-        assert second.end_alarm_delivery(success=False) is False
-    finally:
-        second.close()
+    second = open_storage("crash.sqlite")
+    second.begin_alarm_delivery(NOW + 10)
+    assert await second.getAlarm() is None  # this delivery has not set anything
+    assert second.end_alarm_delivery(success=False) is False
 
 
 # -- the same through the runtime ----------------------------------------------------------------
@@ -216,18 +192,22 @@ class Rearming(DurableObject):
                 raise RuntimeError("fails once: must be retried")
 
 
-async def test_handler_rearming_the_delivered_time_fires_again(harness_factory: Any) -> None:
-    h = await harness_factory({"R": Rearming}, vars={"MODE": "same"})
-    stub = h.env.R.getByName("x")
+async def test_handler_rearming_the_delivered_time_fires_again(
+    doemu_harness: HarnessFactory, unique_name: Callable[[str], str]
+) -> None:
+    h = await doemu_harness({"R": Rearming}, vars={"MODE": "same"})
+    stub = h.env.R.getByName(unique_name("rearming"))
     await stub.arm(h.clock.now() + 1000)
     await h.advance(1000)
     await h.advance(10)
     assert await stub.state() == [2, None]
 
 
-async def test_rolled_back_set_alarm_does_not_cancel_the_retry(harness_factory: Any) -> None:
-    h = await harness_factory({"R": Rearming}, vars={"MODE": "rolled-back"})
-    stub = h.env.R.getByName("x")
+async def test_rolled_back_set_alarm_does_not_cancel_the_retry(
+    doemu_harness: HarnessFactory, unique_name: Callable[[str], str]
+) -> None:
+    h = await doemu_harness({"R": Rearming}, vars={"MODE": "rolled-back"})
+    stub = h.env.R.getByName(unique_name("rolled-back"))
     await stub.arm(h.clock.now() + 1000)
     await h.advance(1000)
     await h.advance(300_000)
@@ -237,14 +217,22 @@ async def test_rolled_back_set_alarm_does_not_cancel_the_retry(harness_factory: 
 # -- concurrent async transactions ---------------------------------------------------------------
 
 
-def slow_txn(
-    key: str, delay: float, *, fail: bool, started: asyncio.Event | None = None
+def held_txn(
+    key: str,
+    *,
+    fail: bool,
+    entered: asyncio.Event | None = None,
+    release: asyncio.Event | None = None,
 ) -> Callable[[Transaction], Awaitable[None]]:
+    """A transaction body: put ``key``, set ``entered``, wait for ``release``, then end (raising
+    :class:`Boom` if ``fail``)."""
+
     async def body(txn: Transaction) -> None:
         await txn.put(key, 1)
-        if started is not None:
-            started.set()
-        await asyncio.sleep(delay)
+        if entered is not None:
+            entered.set()
+        if release is not None:
+            await release.wait()
         if fail:
             raise Boom
 
@@ -259,30 +247,49 @@ async def quietly(awaitable: Awaitable[Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("first", "second", "released_first"),
     [
-        (("ok", 0.05, False), ("bad", 0.01, True)),  # the first ends first
-        (("ok", 0.01, False), ("bad", 0.05, True)),  # the second ends first
-        (("bad", 0.05, True), ("ok", 0.01, False)),
+        (("ok", False), ("bad", True), "second"),
+        (("ok", False), ("bad", True), "first"),
+        (("bad", True), ("ok", False), "second"),
     ],
 )
 async def test_concurrent_transactions_do_not_share_savepoints(
-    storage: ObjectStorage, first: tuple[str, float, bool], second: tuple[str, float, bool]
+    storage: ObjectStorage,
+    first: tuple[str, bool],
+    second: tuple[str, bool],
+    released_first: str,
 ) -> None:
-    started = asyncio.Event()
-    key, delay, fail = first
-    one = asyncio.create_task(
-        quietly(storage.transaction(slow_txn(key, delay, fail=fail, started=started)))
-    )
-    await started.wait()
-    key, delay, fail = second
-    two = asyncio.create_task(quietly(storage.transaction(slow_txn(key, delay, fail=fail))))
+    """1. A transaction is open and held.  2. Another event starts a transaction: it waits for
+    the first instead of opening a savepoint inside it.  3. Both are let go, in either order (the
+    order that would decide which writes survive if they shared one savepoint stack): only the
+    succeeding one's write is kept."""
+    release = {"first": asyncio.Event(), "second": asyncio.Event()}
+    entered = {"first": asyncio.Event(), "second": asyncio.Event()}
+    requested = asyncio.Event()
+
+    def run(which: str, key: str, fail: bool) -> Awaitable[None]:
+        body = held_txn(key, fail=fail, entered=entered[which], release=release[which])
+        return quietly(storage.transaction(body))
+
+    one = asyncio.create_task(run("first", *first))
+    await entered["first"].wait()
+
+    async def second_event() -> None:
+        requested.set()  # it runs on, without yielding, up to its first wait
+        await run("second", *second)
+
+    two = asyncio.create_task(second_event())
+    await requested.wait()
+    assert not entered["second"].is_set()  # waiting for the first transaction to end
+    release[released_first].set()
+    release["second" if released_first == "first" else "first"].set()
     await asyncio.gather(one, two)
     assert await storage.list() == {"ok": 1}
 
 
 async def test_exclusive_runs_the_whole_transaction_and_never_sees_its_error(
-    tmp_path: pathlib.Path, clock: ManualClock
+    open_storage: Callable[..., ObjectStorage],
 ) -> None:
     gate = asyncio.Lock()  # stands for the object's input gate
     entered: list[str] = []
@@ -297,53 +304,60 @@ async def test_exclusive_runs_the_whole_transaction_and_never_sees_its_error(
                 leaked.append(exc)
                 raise
 
-    storage = ObjectStorage(tmp_path / "x.sqlite", clock=clock, exclusive=exclusive)
+    storage = open_storage("x.sqlite", exclusive=exclusive)
     started = asyncio.Event()
+    knocking = asyncio.Event()
 
     async def body(txn: Transaction) -> None:
         await txn.put("t", 1)
         await storage.transaction(lambda inner: inner.put("nested", 1))  # no second gate
         started.set()
-        await asyncio.sleep(0.01)
+        await knocking.wait()  # another event waits at the gate while the transaction holds it
         raise Boom
 
     async def other_event() -> str:
+        knocking.set()  # it runs on, without yielding, into the gate's queue
         async with gate:  # delivered only once the gate opens
             await storage.put("other", "acknowledged")
             return "replied"
 
-    try:
-        txn = asyncio.create_task(storage.transaction(body))
-        await started.wait()
-        other = asyncio.create_task(other_event())
-        with pytest.raises(Boom):
-            await txn
-        assert await other == "replied"
-        await asyncio.sleep(0)
-        assert await storage.list() == {"other": "acknowledged"}
-        assert entered == ["in"]
-        assert leaked == []
-        assert await storage.transaction(lambda t: t.get("other")) == "acknowledged"
-        assert entered == ["in", "in"]
-    finally:
-        storage.close()
+    txn = asyncio.create_task(storage.transaction(body))
+    await started.wait()
+    other = asyncio.create_task(other_event())
+    with pytest.raises(Boom):
+        await txn
+    assert await other == "replied"
+    await asyncio.sleep(0)
+    assert await storage.list() == {"other": "acknowledged"}
+    assert entered == ["in"]
+    assert leaked == []
+    assert await storage.transaction(lambda t: t.get("other")) == "acknowledged"
+    assert entered == ["in", "in"]
 
 
 async def test_nested_transactions_from_other_tasks_end_before_the_outer_one(
     storage: ObjectStorage,
 ) -> None:
     spawned: list[asyncio.Task[Any]] = []
+    bad_entered, outer_returned, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def outer(txn: Transaction) -> None:
         await txn.put("outer", 1)
         # Two nested transactions in tasks the callback does not await: they run one at a time,
         # and the outer transaction waits for them before it ends.
-        bad = storage.transaction(slow_txn("bad", 0.02, fail=True))
-        spawned.append(asyncio.create_task(quietly(bad)))
-        spawned.append(asyncio.create_task(storage.transaction(slow_txn("ok", 0.01, fail=False))))
-        await asyncio.sleep(0)
+        bad = held_txn("bad", fail=True, entered=bad_entered, release=release)
+        spawned.append(asyncio.create_task(quietly(storage.transaction(bad))))
+        ok = held_txn("ok", fail=False, release=release)
+        spawned.append(asyncio.create_task(storage.transaction(ok)))
+        await bad_entered.wait()  # the first nested one runs; the second waits for it
+        outer_returned.set()
 
-    await storage.transaction(outer)
+    running = asyncio.create_task(storage.transaction(outer))
+    await outer_returned.wait()
+    assert not running.done()  # the callback returned, the transaction waits for the nested ones
+    assert not any(task.done() for task in spawned)
+    release.set()
+    await running
     assert all(task.done() for task in spawned)
     assert await storage.list() == {"ok": 1, "outer": 1}
 
@@ -352,16 +366,18 @@ async def test_a_task_that_outlives_its_transaction_starts_a_top_level_one(
     storage: ObjectStorage,
 ) -> None:
     later: list[asyncio.Task[Any]] = []
+    outer_ended = asyncio.Event()
 
     async def late() -> None:
-        await asyncio.sleep(0.01)  # the outer transaction has ended by now
-        await storage.transaction(slow_txn("late", 0, fail=True))
+        await outer_ended.wait()
+        await storage.transaction(held_txn("late", fail=True))
 
     async def outer(txn: Transaction) -> None:
         await txn.put("outer", 1)
         later.append(asyncio.create_task(quietly(late())))
 
     await storage.transaction(outer)
+    outer_ended.set()
     async with asyncio.timeout(2):
         await later[0]
     assert await storage.list() == {"outer": 1}

@@ -6,7 +6,7 @@ import asyncio
 import datetime as dt
 import pathlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,30 +22,11 @@ from doemu.storage.messages import (
     txn_rolled_back,
 )
 
-NOW = 1_700_000_000_000.0
+from .storage_helpers import NOW
 
 
 class Boom(Exception):
     pass
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
-
-
-@pytest.fixture
-def alarm_commits() -> list[float | None]:
-    return []
-
-
-@pytest.fixture
-def storage(
-    tmp_path: pathlib.Path, clock: ManualClock, alarm_commits: list[float | None]
-) -> Iterator[ObjectStorage]:
-    s = ObjectStorage(tmp_path / "obj.sqlite", clock=clock, on_alarm_commit=alarm_commits.append)
-    yield s
-    s.close()
 
 
 def committed_keys(path: pathlib.Path) -> list[str]:
@@ -112,8 +93,10 @@ async def test_sync_commits_now(storage: ObjectStorage) -> None:
     assert await storage.sync() is None  # nothing pending: already resolved
 
 
-def test_without_an_event_loop_commit_is_explicit(tmp_path: pathlib.Path) -> None:
-    storage = ObjectStorage(tmp_path / "sync.sqlite", clock=ManualClock(0))
+def test_without_an_event_loop_commit_is_explicit(
+    open_storage: Callable[..., ObjectStorage],
+) -> None:
+    storage = open_storage("sync.sqlite")
     storage.put("a", 1)
     assert committed_keys(storage.database_path) == []
     storage.commit()
@@ -328,7 +311,7 @@ async def test_abort_during_a_transaction(storage: ObjectStorage) -> None:
 # -- alarms --------------------------------------------------------------------------------------
 
 
-async def test_alarm_get_set_delete(storage: ObjectStorage, clock: ManualClock) -> None:
+async def test_alarm_get_set_delete(storage: ObjectStorage) -> None:
     assert await storage.getAlarm() is None
     await storage.setAlarm(NOW + 5000)
     assert await storage.getAlarm() == NOW + 5000
@@ -349,10 +332,10 @@ async def test_alarm_accepts_datetimes(storage: ObjectStorage) -> None:
     assert await storage.getAlarm() == when.timestamp() * 1000
 
 
-async def test_past_alarms_clamp_to_now(storage: ObjectStorage, clock: ManualClock) -> None:
+async def test_past_alarms_clamp_to_now(storage: ObjectStorage, storage_clock: ManualClock) -> None:
     await storage.setAlarm(1)
     assert await storage.getAlarm() == NOW
-    clock.advance(10_000)
+    storage_clock.advance(10_000)
     await storage.setAlarm(dt.datetime(2000, 1, 1))
     assert await storage.getAlarm() == NOW + 10_000
 
@@ -371,19 +354,16 @@ async def test_alarm_time_must_be_a_time(storage: ObjectStorage, when: Any) -> N
         await storage.setAlarm(when)
 
 
-async def test_alarm_needs_a_handler(tmp_path: pathlib.Path) -> None:
-    storage = ObjectStorage(tmp_path / "h.sqlite", clock=ManualClock(NOW), has_alarm_handler=False)
-    try:
-        with pytest.raises(AlarmError) as info:
-            await storage.setAlarm(NOW + 1)
-        assert str(info.value) == SET_ALARM_NO_HANDLER
-        assert await storage.getAlarm() is None
-        await storage.deleteAlarm()  # allowed without a handler
-        storage.has_alarm_handler = True
+async def test_alarm_needs_a_handler(open_storage: Callable[..., ObjectStorage]) -> None:
+    storage = open_storage("h.sqlite", has_alarm_handler=False)
+    with pytest.raises(AlarmError) as info:
         await storage.setAlarm(NOW + 1)
-        assert await storage.getAlarm() == NOW + 1
-    finally:
-        storage.close()
+    assert str(info.value) == SET_ALARM_NO_HANDLER
+    assert await storage.getAlarm() is None
+    await storage.deleteAlarm()  # allowed without a handler
+    storage.has_alarm_handler = True
+    await storage.setAlarm(NOW + 1)
+    assert await storage.getAlarm() == NOW + 1
 
 
 async def test_on_alarm_commit_reports_durable_changes_once(
@@ -438,20 +418,16 @@ async def test_alarm_set_and_deleted_in_one_turn_reports_nothing(
     assert alarm_commits == []
 
 
-async def test_alarm_survives_reopen(tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "reopen.sqlite"
-    first = ObjectStorage(path, clock=ManualClock(NOW))
+async def test_alarm_survives_reopen(open_storage: Callable[..., ObjectStorage]) -> None:
+    first = open_storage("reopen.sqlite")
     await first.setAlarm(NOW + 60_000)
     first.close()
     reports: list[float | None] = []
-    second = ObjectStorage(path, clock=ManualClock(NOW), on_alarm_commit=reports.append)
-    try:
-        assert await second.getAlarm() == NOW + 60_000
-        await second.setAlarm(NOW + 60_000)
-        await second.sync()
-        assert reports == []  # already the committed value
-    finally:
-        second.close()
+    second = open_storage("reopen.sqlite", on_alarm_commit=reports.append)
+    assert await second.getAlarm() == NOW + 60_000
+    await second.setAlarm(NOW + 60_000)
+    await second.sync()
+    assert reports == []  # already the committed value
 
 
 # -- alarm delivery (runtime-facing) -------------------------------------------------------------
@@ -503,13 +479,12 @@ async def test_a_handler_that_sets_the_alarm_keeps_it(
     assert alarm_commits == [NOW + 10, NOW + 60_000]
 
 
-async def test_set_alarm_internal_skips_validation(tmp_path: pathlib.Path) -> None:
-    storage = ObjectStorage(tmp_path / "i.sqlite", clock=ManualClock(NOW), has_alarm_handler=False)
-    try:
-        storage.set_alarm_internal(5.0)  # no handler check, no clamping
-        assert await storage.getAlarm() == 5.0
-    finally:
-        storage.close()
+async def test_set_alarm_internal_skips_validation(
+    open_storage: Callable[..., ObjectStorage],
+) -> None:
+    storage = open_storage("i.sqlite", has_alarm_handler=False)
+    storage.set_alarm_internal(5.0)  # no handler check, no clamping
+    assert await storage.getAlarm() == 5.0
 
 
 # -- deleteAll and metadata ----------------------------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 from workers import DurableObject, Response
 
 from doemu.errors import DataCloneError, RpcError
+from doemu.testing.plugin import HarnessFactory
 
 
 class Store(DurableObject):
@@ -41,8 +42,8 @@ class Store(DurableObject):
         return object()
 
 
-async def test_arguments_and_results_are_copies(harness_factory: Any) -> None:
-    h = await harness_factory({"STORE": Store})
+async def test_arguments_and_results_are_copies(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"STORE": Store})
     stub = h.env.STORE.getByName("copies")
     item = {"tags": ["a"]}
     result = await stub.add(item)
@@ -52,22 +53,22 @@ async def test_arguments_and_results_are_copies(harness_factory: Any) -> None:
     assert again == [{"tags": ["a"]}, {"tags": []}]
 
 
-async def test_sync_methods_and_env_vars(harness_factory: Any) -> None:
-    h = await harness_factory({"STORE": Store}, vars={"GREETING": "hello"})
+async def test_sync_methods_and_env_vars(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"STORE": Store}, vars={"GREETING": "hello"})
     stub = h.env.STORE.getByName("sync")
     assert await stub.sync_method(2, 3) == 5
     assert await stub.greeting() == "hello"
     assert h.env.GREETING == "hello"
 
 
-async def test_errors_cross_by_type_and_message(harness_factory: Any) -> None:
-    h = await harness_factory({"STORE": Store})
+async def test_errors_cross_by_type_and_message(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"STORE": Store})
     with pytest.raises(KeyError, match="missing thing"):
         await h.env.STORE.getByName("errs").boom()
 
 
-async def test_private_and_unknown_methods_are_not_exported(harness_factory: Any) -> None:
-    h = await harness_factory({"STORE": Store})
+async def test_private_and_unknown_methods_are_not_exported(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"STORE": Store})
     stub = h.env.STORE.getByName("private")
     with pytest.raises(AttributeError):
         stub._private  # noqa: B018
@@ -77,8 +78,8 @@ async def test_private_and_unknown_methods_are_not_exported(harness_factory: Any
         await stub.add(item=1)
 
 
-async def test_unclonable_values_are_refused(harness_factory: Any) -> None:
-    h = await harness_factory({"STORE": Store})
+async def test_unclonable_values_are_refused(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"STORE": Store})
     stub = h.env.STORE.getByName("unclonable")
     with pytest.raises(DataCloneError):
         await stub.add(object())
@@ -86,8 +87,8 @@ async def test_unclonable_values_are_refused(harness_factory: Any) -> None:
         await stub.give_unclonable()
 
 
-async def test_object_to_object_calls_and_fetch(harness_factory: Any) -> None:
-    h = await harness_factory({"STORE": Store})
+async def test_object_to_object_calls_and_fetch(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"STORE": Store})
     stub = h.env.STORE.getByName("caller")
     assert await stub.call_peer("callee", 7) == [7]
     assert await h.env.STORE.getByName("callee").add(8) == [7, 8]
@@ -96,8 +97,8 @@ async def test_object_to_object_calls_and_fetch(harness_factory: Any) -> None:
     assert await response.text() == "POST https://example.com/path?q=1"
 
 
-async def test_namespace_methods(harness_factory: Any) -> None:
-    h = await harness_factory({"STORE": Store})
+async def test_namespace_methods(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"STORE": Store})
     ns = h.env.STORE
     named = ns.idFromName("x")
     assert ns.get(named).id.equals(named)

@@ -32,7 +32,7 @@ from doemu.sockets.bridge import _Outbound
 from doemu.sockets.delivery import StartOrder, collect_socket_events, resume
 from doemu.sockets.protocol import uvicorn_ws_protocol
 
-from .polling import until
+from .polling import eventually
 from .servers import serve
 
 #: What the handlers did, in order ("start <message>", "unblocked <gate>", "close <code>").
@@ -200,7 +200,7 @@ async def test_the_input_gate_holds_later_messages_then_lets_them_start_in_order
             await ws.send(message)
         host = srv.runtime.host("CHAT", "gate")
         # All three arrived and are held: the first at the gate, the others behind it.
-        await until(lambda: len(host.sockets.order) == 3, what="three held messages")
+        await eventually(lambda: len(host.sockets.order) == 3, what="three held messages")
         assert LOG == ["start block b"]
         GATES["b"].set()
         got = await replies(ws, 4)
@@ -216,7 +216,7 @@ async def test_a_frame_arriving_as_the_gate_opens_waits_for_the_one_held_at_the_
         await ws.send("block b")
         await ws.send("m1")
         host = srv.runtime.host("CHAT", "race")
-        await until(lambda: len(host.sockets.order) == 1, what="m1 held at the gate")
+        await eventually(lambda: len(host.sockets.order) == 1, what="m1 held at the gate")
         (server_end,) = host.sockets.get()
         owners: list[asyncio.Future[None]] = []
 
@@ -245,7 +245,7 @@ async def test_close_reaches_the_object_after_the_messages_before_it(
             await ws.send("wait never")  # still suspended when the close arrives
             await ws.send("m1")
             assert await replies(ws, 1) == ["echo m1"]
-        await until(lambda: "close 1000" in LOG, what="webSocketClose")
+        await eventually(lambda: "close 1000" in LOG, what="webSocketClose")
     assert LOG[:3] == ["start wait never", "start m1", "close 1000"]
 
 
@@ -296,11 +296,13 @@ async def test_a_reset_fails_the_suspended_handler_and_the_socket_goes_on(
 ) -> None:
     async with serve(runtime, ws=ws_protocol) as srv, connect(f"{srv.ws_url}/CHAT/reset/ws") as ws:
         await ws.send("wait r")
-        await until(lambda: "start wait r" in LOG, what="the handler to start")
+        await eventually(lambda: "start wait r" in LOG, what="the handler to start")
         host = srv.runtime.host("CHAT", "reset")
         with caplog.at_level(logging.ERROR, logger="doemu.host"):
             host.reset("reset by the test")
-            await until(lambda: "reset by the test" in caplog.text, what="the reset to be logged")
+            await eventually(
+                lambda: "reset by the test" in caplog.text, what="the reset to be logged"
+            )
         assert "webSocketMessage handler of" in caplog.text
         GATES["r"].set()
         await ws.send("after")
@@ -397,12 +399,12 @@ async def test_frames_queue_behind_a_send_that_has_to_wait() -> None:
     outbound.message("a")
     outbound.message("slow")
     outbound.message(b"b")
-    await until(lambda: sent == ["a"], what="the first frame")
+    await eventually(lambda: sent == ["a"], what="the first frame")
     outbound.message("c")  # sent while "slow" still waits
     outbound.close(4000, "bye")
     outbound.message("after the close")  # dropped: nothing follows a close
     slow.set()
-    await until(lambda: len(sent) == 5, what="the rest")
+    await eventually(lambda: len(sent) == 5, what="the rest")
     assert sent == ["a", "slow", b"b", "c", 4000]
 
 

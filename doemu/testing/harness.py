@@ -4,12 +4,18 @@
 classes without a server: build it from classes (or a worker module), get ``env``, advance time
 deterministically, run an alarm now, evict or reset objects, and restart the runtime on the same
 persist directory to prove that state and alarms survive.
+
+Start it with ``h = await WorkerHarness(...)`` (or ``await h.start()``) and close it with
+``await h.close()``, or use ``async with WorkerHarness(...) as h:``. A harness still open when
+its event loop shuts down (a test that failed before closing it, then ``asyncio.run`` or
+pytest-asyncio ending the loop) closes itself as the loop cancels its remaining tasks.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +64,13 @@ class WorkerHarness:
         self._rng = random.Random(seed)
         self.runtime = self._new_runtime()
         self.control = RuntimeControl(self.runtime)
+        #: The event loop that started the harness (None before :meth:`start`).
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._guard: asyncio.Future[None] | None = None
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed" if self.runtime.closed else "not started"
+        return f"<WorkerHarness {self.worker_name!r} on {str(self.persist_dir)!r}: {state}>"
 
     @classmethod
     def from_config(cls, config: Path | str, **kwargs: Any) -> WorkerHarness:
@@ -96,11 +109,38 @@ class WorkerHarness:
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> WorkerHarness:
+        """Start the runtime (loading persisted alarms) and return the harness; idempotent."""
         await self.runtime.start()
+        if self._guard is None:
+            self.loop = asyncio.get_running_loop()
+            self._guard = asyncio.ensure_future(self._close_when_the_loop_shuts_down())
         return self
 
     async def close(self) -> None:
+        """Evict every object gracefully and stop the runtime; safe to call twice."""
+        guard, self._guard = self._guard, None
+        if guard is not None and guard is not asyncio.current_task():
+            guard.cancel()
         await self.runtime.close()
+
+    @property
+    def is_open(self) -> bool:
+        """Started and not closed yet."""
+        return self.runtime.started and not self.runtime.closed
+
+    def __await__(self) -> Generator[Any, None, WorkerHarness]:
+        """``h = await WorkerHarness(...)``: start it and get it back."""
+        return self.start().__await__()
+
+    async def _close_when_the_loop_shuts_down(self) -> None:
+        """Wait forever; cancelled by :meth:`close`, or by the loop shutting down (``asyncio.run``
+        and pytest-asyncio cancel every task left), in which case close the harness first."""
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            if self._guard is asyncio.current_task():  # not cancelled by close()
+                await self.close()
+            raise
 
     async def __aenter__(self) -> WorkerHarness:
         return await self.start()
