@@ -15,32 +15,16 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from tests.polling import eventually_sync
 
-__all__ = ["DevServer", "port_is_open", "wait_for"]
+__all__ = ["DevServer", "port_is_open"]
 
 READY = re.compile(r"^doemu ready on http://(?P<host>[^:\s]+):(?P<port>\d+)\s*$")
 T = TypeVar("T")
-
-
-def wait_for(
-    predicate: Callable[[], T | None],
-    *,
-    timeout: float = 15.0,
-    interval: float = 0.05,
-    what: str = "condition",
-) -> T:
-    """Kept only for e2e/test_agents_*.py, which another change is rewriting: use
-    :func:`tests.polling.eventually_sync` (this one treats any exception as "not yet")."""
-    value = eventually_sync(
-        predicate, within=timeout, what=what, ignoring=(Exception,), interval=interval
-    )
-    assert value is not None
-    return value
 
 
 def port_is_open(host: str, port: int) -> bool:

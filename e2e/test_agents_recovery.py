@@ -19,7 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from .harness import DevServer, wait_for
+from tests.polling import eventually_sync
+
+from .harness import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "forever_fibers"
@@ -51,19 +53,26 @@ def completed_steps(server: DevServer, name: str) -> list[int]:
     return [row[0] for row in sql(server, name, "SELECT step FROM research_steps ORDER BY step")]
 
 
-def kill_mid_job(server: DevServer, name: str, started: float) -> float:
-    """SIGKILL the process group ~3.5 s after the job started; returns the kill time (epoch ms).
+def kill_mid_job(server: DevServer, name: str) -> float:
+    """SIGKILL the process group mid-job (two steps done, the heartbeat alarm that must resume
+    the job persisted); returns the kill time (epoch ms).
 
     Steps whose ``completed_at`` is earlier were committed by the process that was killed.
     """
-    wait_for(lambda: len(completed_steps(server, name)) >= 2, timeout=10, what="two steps")
+    eventually_sync(
+        lambda: len(completed_steps(server, name)) >= 2,
+        within=10,
+        what="two steps",
+        ignoring=(Exception,),
+    )
     # The crash lands mid-job, once the heartbeat alarm that must resume it is persisted.
-    wait_for(
+    eventually_sync(
         lambda: httpx.get(
             f"{server.url}/__doemu/api/objects/RESEARCHER/{name}/alarm", timeout=5
         ).json()["scheduled_time"],
-        timeout=10,
+        within=10,
         what="the heartbeat alarm to be pending",
+        ignoring=(Exception,),
     )
     killed_at = time.time() * 1000
     server.kill()
@@ -79,7 +88,7 @@ def test_run_fiber_resumes_after_sigkill_without_any_request(
     dev_server: Any, research_project: Path
 ) -> None:
     """1. POST /research/<name> starts the eight-step fiber through DO RPC (fire-and-forget).
-    2. About 3.5 s later (two or three steps done) the process group is SIGKILLed.
+    2. Once two steps are done and the heartbeat alarm is pending, the process group is SIGKILLed.
     3. The server restarts on the same persist dir; no request is sent to the agent.
     4. Within 30 s `on_fiber_recovered` has run with name "research" and a snapshot holding
        exactly the steps committed before the kill.
@@ -87,19 +96,19 @@ def test_run_fiber_resumes_after_sigkill_without_any_request(
        empty (the heartbeat alarm, the only wake-up, did it all)."""
     server = dev_server(research_project, env=_env())
     name = "sigkill-run"
-    started = time.monotonic()
     answer = httpx.post(f"{server.url}/research/{name}", json={"topic": "tides"}, timeout=10)
     assert answer.json() == {"started": True, "topic": "tides"}
-    killed_at = kill_mid_job(server, name, started)
+    killed_at = kill_mid_job(server, name)
 
     server.start()
     committed = steps_before(server, name, killed_at)
     assert 2 <= len(committed) < 8, committed
 
-    recoveries = wait_for(
+    recoveries = eventually_sync(
         lambda: sql(server, name, "SELECT name, snapshot, managed FROM research_recoveries"),
-        timeout=30,
+        within=30,
         what="on_fiber_recovered to run after the restart",
+        ignoring=(Exception,),
     )
     ((hook_name, snapshot_text, managed),) = recoveries
     snapshot = json.loads(snapshot_text)
@@ -108,15 +117,17 @@ def test_run_fiber_resumes_after_sigkill_without_any_request(
     assert snapshot["topic"] == "tides"
     assert snapshot["completed"] == committed
 
-    wait_for(
+    eventually_sync(
         lambda: completed_steps(server, name) == list(range(1, 9)),
-        timeout=30,
+        within=30,
         what="the resumed fiber to finish all eight steps",
+        ignoring=(Exception,),
     )
-    wait_for(
+    eventually_sync(
         lambda: sql(server, name, "SELECT count(*) FROM cf_agents_runs") == [[0]],
-        timeout=10,
+        within=10,
         what="cf_agents_runs to be empty",
+        ignoring=(Exception,),
     )
     assert sql(server, name, "SELECT value FROM research_meta WHERE key = 'done'") == [["1"]]
     assert len(sql(server, name, "SELECT * FROM research_recoveries")) == 1
@@ -128,33 +139,34 @@ def test_managed_fiber_is_interrupted_then_resolved_after_sigkill(
     dev_server: Any, research_project: Path
 ) -> None:
     """1. POST /research/<name>?managed=1 starts the job as a managed fiber (ledger: running).
-    2. About 3.5 s later the process group is SIGKILLed; the server restarts, no request sent.
+    2. Mid-job (two steps done, heartbeat pending) the process group is SIGKILLed; the server
+       restarts, no request sent.
     3. Within 30 s recovery marks the ledger row `interrupted` and `on_fiber_recovered` runs with
        the managed fiber's name and a snapshot of the committed steps.
     4. The hook's resumed work finishes all eight steps and resolves the record `completed`;
        `cf_agents_runs` ends empty."""
     server = dev_server(research_project, env=_env())
     name = "sigkill-managed"
-    started = time.monotonic()
     answer = httpx.post(
         f"{server.url}/research/{name}?managed=1", json={"topic": "glaciers"}, timeout=10
     ).json()
     assert answer["started"] is True
     assert answer["fiber"]["status"] == "running"
     fiber_id = answer["fiber"]["fiber_id"]
-    killed_at = kill_mid_job(server, name, started)
+    killed_at = kill_mid_job(server, name)
 
     server.start()
     committed = steps_before(server, name, killed_at)
     assert 2 <= len(committed) < 8, committed
     ledger = "SELECT status FROM cf_agents_fibers WHERE fiber_id = '" + fiber_id + "'"
 
-    recoveries = wait_for(
+    recoveries = eventually_sync(
         lambda: sql(
             server, name, "SELECT fiber_id, name, snapshot, managed FROM research_recoveries"
         ),
-        timeout=30,
+        within=30,
         what="on_fiber_recovered to run for the managed fiber",
+        ignoring=(Exception,),
     )
     ((hook_id, hook_name, snapshot_text, managed),) = recoveries
     assert (hook_id, hook_name, managed) == (fiber_id, "managed-research", 1)
@@ -162,10 +174,11 @@ def test_managed_fiber_is_interrupted_then_resolved_after_sigkill(
     # Recovery marked it interrupted; it stays so while the resumed work runs (~5 s).
     assert sql(server, name, ledger) in ([["interrupted"]], [["completed"]])
 
-    wait_for(
+    eventually_sync(
         lambda: sql(server, name, ledger) == [["completed"]],
-        timeout=30,
+        within=30,
         what="the resumed work to resolve the managed fiber as completed",
+        ignoring=(Exception,),
     )
     assert completed_steps(server, name) == list(range(1, 9))
     assert sql(server, name, "SELECT count(*) FROM cf_agents_runs") == [[0]]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,6 @@ import pytest
 from doemu.clock import ManualClock
 from doemu.compat import install_modules
 from doemu.storage import ObjectStorage, StorageLimits
-from doemu.testing import WorkerHarness
-from doemu.testing.plugin import HarnessFactory
 
 from .storage_helpers import NOW
 
@@ -30,20 +28,6 @@ def unique_name() -> Callable[[str], str]:
 
     def make(prefix: str = "obj") -> str:
         return f"{prefix}-{next(_names)}"
-
-    return make
-
-
-@pytest.fixture
-def harness_factory(doemu_harness: HarnessFactory) -> Callable[..., Awaitable[WorkerHarness]]:
-    """``await harness_factory(classes, **options)``: a started harness from ``doemu_harness``.
-
-    Kept only for tests/test_agents_*.py, which another change is rewriting; every other test
-    uses the shipped ``doemu_harness`` fixture directly (``h = await doemu_harness(classes)``).
-    """
-
-    async def make(classes: dict[str, Any], **options: Any) -> WorkerHarness:
-        return await doemu_harness(classes, **options)
 
     return make
 

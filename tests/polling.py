@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["eventually", "eventually_sync", "until"]
+__all__ = ["eventually", "eventually_sync"]
 
 T = TypeVar("T")
 
@@ -80,7 +80,3 @@ def eventually_sync(
 def _timed_out(within: float, what: str, last_error: BaseException | None) -> str:
     message = f"timed out after {within}s waiting for {what}"
     return f"{message}; last error: {last_error!r}" if last_error is not None else message
-
-
-# Kept only for tests/test_agents_*.py, which another change is rewriting; use `eventually`.
-until = eventually

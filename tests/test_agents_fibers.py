@@ -19,6 +19,7 @@ from agents import Agent, AgentOptions, NotInFiberError
 from agents.fibers.recovery import MAX_BACKOFF_MS, backoff_ms
 from agents.fibers.types import FiberContext, FiberRecoveryContext
 from doemu.clock import ManualClock
+from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually
 
@@ -156,9 +157,9 @@ class TinyDeadlineAgent(FiberAgent):
 
 
 async def test_run_fiber_inserts_row_before_fn_and_deletes_it_on_return(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     out = await h.env.FIBERS.getByName(unique_name("inline")).run_inline(42)
     assert out["result"] == {"echo": 42}
     assert out["rows"] == [{"id": out["id"], "name": "inline", "snapshot": None}]
@@ -169,17 +170,17 @@ async def test_run_fiber_inserts_row_before_fn_and_deletes_it_on_return(
 
 
 async def test_run_fiber_deletes_row_and_reraises_when_fn_raises(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     out = await h.env.FIBERS.getByName(unique_name("failing")).run_failing()
     assert out == {"rows": 1, "raised": "step 3 broke", "after": 0, "refs_after": 0}
 
 
 async def test_stash_replaces_snapshot_synchronously_and_self_stash_needs_a_fiber(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     out = await h.env.FIBERS.getByName(unique_name("stash")).stash_twice()
     assert json.loads(out["first"]) == {"step": 1}
     assert json.loads(out["second"]) == {"step": 2, "via": "self"}
@@ -188,9 +189,9 @@ async def test_stash_replaces_snapshot_synchronously_and_self_stash_needs_a_fibe
 
 
 async def test_concurrent_fibers_keep_their_own_rows_and_snapshots(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     name = unique_name("concurrent")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("alpha", [1])
@@ -221,9 +222,9 @@ async def _run_names(stub: Any, names: list[str]) -> bool:
 
 
 async def test_recovery_after_crash_calls_hook_once_with_name_snapshot_created_at(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     name = unique_name("crash")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("research", ["a", "b"])
@@ -246,9 +247,9 @@ async def test_recovery_after_crash_calls_hook_once_with_name_snapshot_created_a
 
 
 async def test_recovery_runs_from_the_alarm_without_any_request(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     name = unique_name("alarm-recovery")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("background", [1])
@@ -260,9 +261,9 @@ async def test_recovery_runs_from_the_alarm_without_any_request(
 
 
 async def test_poison_recovery_row_is_kept_with_doubling_gaps_then_dropped_at_max_age(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     name = unique_name("poison")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("poison-pill", [])
@@ -302,9 +303,9 @@ async def test_poison_recovery_row_is_kept_with_doubling_gaps_then_dropped_at_ma
 
 
 async def test_twenty_orphans_with_tiny_scan_deadline_are_each_recovered_exactly_once(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": TinyDeadlineAgent})
+    h = await doemu_harness({"FIBERS": TinyDeadlineAgent})
     TinyDeadlineAgent.clock = h.clock
     try:
         name = unique_name("orphans")
@@ -329,8 +330,10 @@ async def test_twenty_orphans_with_tiny_scan_deadline_are_each_recovered_exactly
         TinyDeadlineAgent.clock = None
 
 
-async def test_corrupt_snapshot_recovers_as_none(harness_factory: Any, unique_name: Any) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+async def test_corrupt_snapshot_recovers_as_none(
+    doemu_harness: HarnessFactory, unique_name: Any
+) -> None:
+    h = await doemu_harness({"FIBERS": FiberAgent})
     name = unique_name("corrupt")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("corrupted", [1])
@@ -372,9 +375,9 @@ async def _wait_forever(ctx: FiberContext) -> None:
 
 
 async def test_fire_and_forget_row_is_written_before_the_rpc_returns(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": HandOffAgent})
+    h = await doemu_harness({"FIBERS": HandOffAgent})
     name = unique_name("fire-forget")
     stub = h.env.FIBERS.getByName(name)
     assert await stub.start_and_return("job") == ["job"]  # inserted by the call itself
@@ -386,9 +389,9 @@ async def test_fire_and_forget_row_is_written_before_the_rpc_returns(
 
 
 async def test_recovery_hand_off_keeps_the_new_fiber_through_a_second_crash(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": HandOffAgent})
+    h = await doemu_harness({"FIBERS": HandOffAgent})
     name = unique_name("hand-off")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_and_return("hand-off")
@@ -418,9 +421,9 @@ class RaceAgent(FiberAgent):
 
 
 async def test_fiber_finishing_while_the_scan_awaits_a_hook_is_not_recovered(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": RaceAgent})
+    h = await doemu_harness({"FIBERS": RaceAgent})
     name = unique_name("stale-scan")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("orphan", [])
@@ -445,9 +448,9 @@ async def test_fiber_finishing_while_the_scan_awaits_a_hook_is_not_recovered(
 
 
 async def test_alarm_time_scan_never_recovers_a_fiber_running_in_this_process(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": FiberAgent})
+    h = await doemu_harness({"FIBERS": FiberAgent})
     name = unique_name("live-scan")
     stub = h.env.FIBERS.getByName(name)
     await stub.start_bg("live", [1])
@@ -505,9 +508,9 @@ async def _fail_soon() -> None:
 
 
 async def test_cancellation_by_user_code_deletes_the_row(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": CancelAgent})
+    h = await doemu_harness({"FIBERS": CancelAgent})
     name = unique_name("user-cancel")
     stub = h.env.FIBERS.getByName(name)
     for how in ("wait_for", "timeout", "task_group", "before_first_step"):
@@ -519,9 +522,9 @@ async def test_cancellation_by_user_code_deletes_the_row(
 
 
 async def test_reset_cancels_an_awaited_fiber_but_keeps_its_row(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": CancelAgent})
+    h = await doemu_harness({"FIBERS": CancelAgent})
     name = unique_name("reset-cancel")
     stub = h.env.FIBERS.getByName(name)
     call = asyncio.ensure_future(stub.inline_gated())
@@ -545,9 +548,9 @@ class SlowListingAgent(FiberAgent):
 
 
 async def test_every_scan_recovers_at_least_one_row_even_past_its_deadline(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FIBERS": SlowListingAgent})
+    h = await doemu_harness({"FIBERS": SlowListingAgent})
     name = unique_name("slow-listing")
     stub = h.env.FIBERS.getByName(name)
     for i in range(3):

@@ -15,6 +15,7 @@ from js import Date
 
 from agents import Agent, AgentOptions, KeepAlive
 from doemu.clock import ManualClock
+from doemu.testing.plugin import HarnessFactory
 
 START_MS = 1_700_000_000_000
 INTERVAL = 2_000
@@ -90,8 +91,8 @@ class Holder(Agent):
 
 
 @pytest.fixture
-async def held(harness_factory: Callable[..., Any], unique_name: Callable[[str], str]) -> Any:
-    h = await harness_factory({"HOLD": Holder}, clock=ManualClock(START_MS))
+async def held(doemu_harness: HarnessFactory, unique_name: Callable[[str], str]) -> Any:
+    h = await doemu_harness({"HOLD": Holder}, clock=ManualClock(START_MS))
     name = unique_name("hold")
     return h, h.env.HOLD.getByName(name), name
 

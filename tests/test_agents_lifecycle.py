@@ -17,8 +17,9 @@ from typing import Any, ClassVar
 
 from agents import Agent, AgentOptions, SqlQueryError
 from agents.fibers.types import FiberContext, FiberRecoveryContext
+from doemu.testing.plugin import HarnessFactory
 
-from .polling import until
+from .polling import eventually
 
 #: What the agents of this module did, in order, per object name (plain memory: it survives
 #: resets and evictions, which is the point).
@@ -64,9 +65,9 @@ class LifecycleAgent(Agent):
 
 
 async def test_on_start_runs_once_per_activation_and_again_after_eviction(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"LIFE": LifecycleAgent})
+    h = await doemu_harness({"LIFE": LifecycleAgent})
     name = unique_name("once")
     stub = h.env.LIFE.getByName(name)
     await stub.ping("a")
@@ -79,16 +80,16 @@ async def test_on_start_runs_once_per_activation_and_again_after_eviction(
 
 
 async def test_no_event_is_delivered_before_on_start_finishes(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"LIFE": LifecycleAgent})
+    h = await doemu_harness({"LIFE": LifecycleAgent})
     name = unique_name("gate")
     LifecycleAgent.slow_start.add(name)
     try:
         stub = h.env.LIFE.getByName(name)
         first = asyncio.ensure_future(stub.ping("first"))
         second = asyncio.ensure_future(stub.ping("second"))
-        await until(lambda: events(name), what="on_start to begin")
+        await eventually(lambda: events(name), what="on_start to begin")
         for _ in range(20):
             await asyncio.sleep(0)
         assert not first.done() and not second.done()
@@ -102,9 +103,9 @@ async def test_no_event_is_delivered_before_on_start_finishes(
 
 
 async def test_on_start_runs_after_the_recovery_scan(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"LIFE": LifecycleAgent})
+    h = await doemu_harness({"LIFE": LifecycleAgent})
     name = unique_name("order")
     stub = h.env.LIFE.getByName(name)
     await stub.start_orphan()
@@ -116,9 +117,9 @@ async def test_on_start_runs_after_the_recovery_scan(
 
 
 async def test_sql_wraps_errors_in_sql_query_error_naming_the_query(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"LIFE": LifecycleAgent})
+    h = await doemu_harness({"LIFE": LifecycleAgent})
     out = await h.env.LIFE.getByName(unique_name("sql")).bad_query()
     assert out["type"] == "SqlQueryError"
     assert out["query"] == "SELECT nope FROM no_such_table WHERE x = ?"
@@ -155,9 +156,9 @@ class FlakyAlarmAgent(Agent):
 
 
 async def test_a_failing_alarm_is_retried_with_back_off_not_re_armed_to_now(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"FLAKY": FlakyAlarmAgent})
+    h = await doemu_harness({"FLAKY": FlakyAlarmAgent})
     name = unique_name("flaky")
     FlakyAlarmAgent.calls = []
     FlakyAlarmAgent.failures = 2
@@ -255,9 +256,9 @@ class JsCursorAgent(LifecycleAgent):
 
 
 async def test_an_agent_works_with_cursors_whose_rows_are_javascript_objects(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JS": JsCursorAgent})
+    h = await doemu_harness({"JS": JsCursorAgent})
     name = unique_name("js")
     stub = h.env.JS.getByName(name)
     assert await stub.bump() == {"count": 1}

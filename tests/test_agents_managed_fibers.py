@@ -15,6 +15,7 @@ import pytest
 
 from agents import Agent, AgentOptions
 from agents.fibers.types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
+from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually
 
@@ -114,8 +115,10 @@ async def status_of(stub: Any, fiber_id: str, status: str) -> dict[str, Any] | N
     return record if record is not None and record["status"] == status else None
 
 
-async def test_lifecycle_running_then_completed(harness_factory: Any, unique_name: Any) -> None:
-    h = await harness_factory({"JOBS": JobAgent})
+async def test_lifecycle_running_then_completed(
+    doemu_harness: HarnessFactory, unique_name: Any
+) -> None:
+    h = await doemu_harness({"JOBS": JobAgent})
     name = unique_name("life")
     stub = h.env.JOBS.getByName(name)
     started = await stub.start("report", None, "gated")
@@ -141,9 +144,9 @@ async def _with_snapshot(stub: Any, fiber_id: str) -> dict[str, Any] | None:
 
 
 async def test_wait_for_completion_and_failure_status(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": JobAgent})
+    h = await doemu_harness({"JOBS": JobAgent})
     stub = h.env.JOBS.getByName(unique_name("wait"))
     done = await stub.start("quick", None, "plain", True)
     assert (done["status"], done["accepted"]) == ("completed", True)
@@ -158,9 +161,9 @@ async def test_wait_for_completion_and_failure_status(
 
 
 async def test_duplicate_idempotency_key_returns_existing_and_never_reruns(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": JobAgent})
+    h = await doemu_harness({"JOBS": JobAgent})
     name = unique_name("idem")
     stub = h.env.JOBS.getByName(name)
     first = await stub.start("charge", "order-7", "gated")
@@ -178,8 +181,10 @@ async def test_duplicate_idempotency_key_returns_existing_and_never_reruns(
         await stub.start("charge", "order-7", "plain", False, "some-other-id")
 
 
-async def test_cancel_is_cooperative_and_final(harness_factory: Any, unique_name: Any) -> None:
-    h = await harness_factory({"JOBS": JobAgent})
+async def test_cancel_is_cooperative_and_final(
+    doemu_harness: HarnessFactory, unique_name: Any
+) -> None:
+    h = await doemu_harness({"JOBS": JobAgent})
     stub = h.env.JOBS.getByName(unique_name("cancel"))
     fid = (await stub.start("long", None, "cooperative"))["fiber_id"]
     await eventually(lambda: _with_snapshot(stub, fid))
@@ -198,9 +203,9 @@ async def _no_runs(stub: Any) -> bool:
 
 
 async def test_crash_leaves_running_fiber_interrupted_and_hook_sees_it(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": JobAgent})
+    h = await doemu_harness({"JOBS": JobAgent})
     name = unique_name("crash")
     stub = h.env.JOBS.getByName(name)
     fid = (await stub.start("crawl", "crawl-key", "gated"))["fiber_id"]
@@ -234,9 +239,9 @@ async def test_crash_leaves_running_fiber_interrupted_and_hook_sees_it(
 
 
 async def test_hook_can_resolve_interrupted_fiber_or_fail_it(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": JobAgent})
+    h = await doemu_harness({"JOBS": JobAgent})
     name = unique_name("hook-resolve")
     stub = h.env.JOBS.getByName(name)
     ok = (await stub.start("resolve-in-hook", None, "gated"))["fiber_id"]
@@ -252,9 +257,9 @@ async def test_hook_can_resolve_interrupted_fiber_or_fail_it(
 
 
 async def test_delete_fibers_removes_terminal_records(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": JobAgent})
+    h = await doemu_harness({"JOBS": JobAgent})
     name = unique_name("delete")
     stub = h.env.JOBS.getByName(name)
     await stub.start("a", None, "plain", True)
@@ -314,9 +319,9 @@ class RaceJobAgent(JobAgent):
 
 
 async def test_fire_and_forget_start_fiber_writes_both_rows_before_returning(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": RaceJobAgent})
+    h = await doemu_harness({"JOBS": RaceJobAgent})
     name = unique_name("detached")
     stub = h.env.JOBS.getByName(name)
     assert await stub.start_detached("detached") == {"ledger": ["running"], "runs": 1}
@@ -328,9 +333,9 @@ async def test_fire_and_forget_start_fiber_writes_both_rows_before_returning(
 
 
 async def test_cancellation_inside_a_managed_fiber_settles_it_aborted(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": RaceJobAgent})
+    h = await doemu_harness({"JOBS": RaceJobAgent})
     name = unique_name("self-cancel")
     stub = h.env.JOBS.getByName(name)
     out = await stub.start_self_cancelling("self-cancel")
@@ -343,9 +348,9 @@ async def test_cancellation_inside_a_managed_fiber_settles_it_aborted(
 
 
 async def test_ledger_only_recovery_skips_a_row_settled_by_an_earlier_hook(
-    harness_factory: Any, unique_name: Any
+    doemu_harness: HarnessFactory, unique_name: Any
 ) -> None:
-    h = await harness_factory({"JOBS": RaceJobAgent})
+    h = await doemu_harness({"JOBS": RaceJobAgent})
     name = unique_name("ledger-race")
     stub = h.env.JOBS.getByName(name)
     await stub.add_ledger_only("fiber-a", "cancels-sibling", "fiber-b")

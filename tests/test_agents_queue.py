@@ -17,6 +17,9 @@ import pytest
 from agents import Agent, AgentOptions, RetryOptions
 from agents.queue import QueueItem
 from doemu.clock import ManualClock
+from doemu.testing.plugin import HarnessFactory
+
+from .polling import eventually
 
 retry_module = importlib.import_module("agents.retry")
 
@@ -122,24 +125,9 @@ def fake_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return slept
 
 
-async def eventually(check: Callable[[], Any]) -> None:
-    """Poll ``check`` (sync or async) until true, failing after a 5 s deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5.0
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.001)
-
-
 @pytest.fixture
-async def worker(harness_factory: Callable[..., Any], unique_name: Callable[[str], str]) -> Any:
-    h = await harness_factory(
+async def worker(doemu_harness: HarnessFactory, unique_name: Callable[[str], str]) -> Any:
+    h = await doemu_harness(
         {"WORKER": Worker, "ONSTART": QueuesOnStart}, clock=ManualClock(START_MS)
     )
     name = unique_name("worker")
@@ -150,7 +138,7 @@ async def drained(stub: Any) -> None:
     async def empty() -> bool:
         return bool(await stub.pending() == 0)
 
-    await eventually(empty)
+    await eventually(empty, what="the queue to empty")
 
 
 async def test_items_run_in_order_and_are_removed(worker: Any) -> None:
@@ -245,4 +233,6 @@ async def test_items_queued_during_on_start_are_drained(worker: Any) -> None:
     h, _stub, _name = worker
     stub = h.env.ONSTART.getByName("onstart-" + _name)
     assert await stub.ping() == "pong"
-    await eventually(lambda: DONE.get("onstart-" + _name) == ["from on_start"])
+    await eventually(
+        lambda: DONE.get("onstart-" + _name) == ["from on_start"], what="the on_start item"
+    )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agents import Agent, AgentOptions, RetryOptions
+from doemu.testing.plugin import HarnessFactory
 
 retry_module = importlib.import_module("agents.retry")
 retry = retry_module.retry
@@ -190,9 +191,9 @@ class Retrier(Agent):
 
 
 async def test_agent_retry_uses_the_class_options(
-    harness_factory: Callable[..., Any], unique_name: Callable[[str], str], slept: list[float]
+    doemu_harness: HarnessFactory, unique_name: Callable[[str], str], slept: list[float]
 ) -> None:
-    h = await harness_factory({"RETRIER": Retrier})
+    h = await doemu_harness({"RETRIER": Retrier})
     name = unique_name("retrier")
     stub = h.env.RETRIER.getByName(name)
     assert await stub.flaky(3) == {"result": "done"}

@@ -19,6 +19,7 @@ from js import Date
 from agents import Agent, AgentOptions, RetryOptions
 from agents.schedules.types import Schedule
 from doemu.clock import ManualClock
+from doemu.testing.plugin import HarnessFactory
 
 retry_module = importlib.import_module("agents.retry")
 
@@ -140,8 +141,8 @@ def fake_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 @pytest.fixture
-async def sched(harness_factory: Callable[..., Any], unique_name: Callable[[str], str]) -> Any:
-    h = await harness_factory({"SCHED": Scheduler}, clock=ManualClock(START_MS))
+async def sched(doemu_harness: HarnessFactory, unique_name: Callable[[str], str]) -> Any:
+    h = await doemu_harness({"SCHED": Scheduler}, clock=ManualClock(START_MS))
     name = unique_name("sched")
     return h, h.env.SCHED.getByName(name), name
 

@@ -14,8 +14,9 @@ import pytest
 
 from agents import Agent, StateValidationError
 from doemu.testing import WorkerHarness
+from doemu.testing.plugin import HarnessFactory
 
-from .polling import until
+from .polling import eventually
 
 #: Per agent name, what ``on_state_changed`` saw: ``[state, "server" | connection id]``.
 CHANGES: dict[str, list[list[Any]]] = {}
@@ -82,8 +83,8 @@ class Bare(Agent):
 
 
 @pytest.fixture
-async def h(harness_factory: Callable[..., Any]) -> WorkerHarness:
-    harness: WorkerHarness = await harness_factory({"NOTES": Notes, "BARE": Bare})
+async def h(doemu_harness: HarnessFactory) -> WorkerHarness:
+    harness: WorkerHarness = await doemu_harness({"NOTES": Notes, "BARE": Bare})
     return harness
 
 
@@ -103,7 +104,7 @@ class Client:
         def find() -> Any:
             return next((f for f in self.frames if predicate(f)), None)
 
-        return await until(find, what="a matching frame")
+        return await eventually(find, what="a matching frame")
 
 
 async def connect(h: WorkerHarness, binding: str, name: str) -> Client:
@@ -123,7 +124,7 @@ async def test_initial_state_is_returned_and_persisted(
     assert await stub.get() == INITIAL
     # The SDK persists the fallback under its row id, through the normal change path.
     assert await stub.rows() == [["cf_state_row_id", '{"count":0,"items":[]}']]
-    await until(lambda: CHANGES.get(name), what="on_state_changed")
+    await eventually(lambda: CHANGES.get(name), what="on_state_changed")
     assert CHANGES[name] == [[INITIAL, "server"]]
     # Mutating the live state never touches the class attribute.
     assert await stub.mutate_class_copy() == {"count": 0, "items": []}
@@ -230,7 +231,7 @@ async def test_on_state_changed_sees_server_and_client_sources(
         "stateFollows": True,
     }
     client.send({"type": "cf_agent_state", "state": {"count": 7, "items": ["x"]}})
-    await until(lambda: len(CHANGES.get(name, [])) >= 2, what="the client change's hook")
+    await eventually(lambda: len(CHANGES.get(name, [])) >= 2, what="the client change's hook")
     state, source = CHANGES[name][-1]
     assert state == {"count": 7, "items": ["x"]}
     assert source.startswith("conn:") and len(source) > len("conn:")
