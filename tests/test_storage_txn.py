@@ -22,6 +22,7 @@ from doemu.storage.messages import (
     txn_rolled_back,
 )
 
+from .settled import settled
 from .storage_helpers import NOW
 
 
@@ -276,6 +277,28 @@ async def test_txn_delete_all_is_refused(storage: ObjectStorage) -> None:
         assert str(info.value) == DELETE_ALL_IN_TXN
 
     await storage.transaction(closure)
+
+
+async def test_storage_delete_all_inside_a_transaction_is_refused(storage: ObjectStorage) -> None:
+    """workerd: inside a transaction ``ctx.storage`` is part of it, so deleteAll() fails there
+    too, with the same text, and nothing is deleted."""
+    await storage.put("kept", 1)
+
+    async def closure(txn: Transaction) -> None:
+        with pytest.raises(StorageError) as info:
+            await storage.deleteAll()
+        assert str(info.value) == DELETE_ALL_IN_TXN
+
+    await storage.transaction(closure)
+
+    def sync_closure() -> None:
+        with pytest.raises(StorageError, match="within a transaction"):
+            settled(storage.deleteAll())
+
+    storage.transactionSync(sync_closure)
+    assert await storage.get("kept") == 1
+    await storage.deleteAll()  # outside a transaction it works
+    assert await storage.get("kept") is None
 
 
 async def test_nested_transactions(storage: ObjectStorage) -> None:
