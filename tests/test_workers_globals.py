@@ -22,7 +22,7 @@ from doemu.runtime import ClassSpec, Runtime
 from doemu.server.app import DoemuApp
 from doemu.testing import WorkerHarness
 
-from .polling import until
+from .polling import eventually
 
 #: Work started with ``workers.waitUntil`` waits on these, so a test decides when it may end.
 GATES: dict[str, asyncio.Event] = {}
@@ -123,5 +123,5 @@ async def test_wait_until_in_the_entry_worker_outlives_the_response(
     assert response.text == "answered"  # the response did not wait for the background work
     assert "env" not in SEEN
     GATES["entry"].set()
-    await until(lambda: SEEN["done"].is_set(), what="the waitUntil work to finish")
+    await eventually(lambda: SEEN["done"].is_set(), what="the waitUntil work to finish")
     assert SEEN["env"] == "from env"
