@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "DataCloneError",
     "DoemuError",
+    "FetchError",
     "HttpError",
     "InvalidIdError",
     "LimitExceededError",
@@ -23,6 +24,7 @@ __all__ = [
     "SqlError",
     "SqlNotAllowedError",
     "StorageError",
+    "StreamError",
     "WebSocketError",
 ]
 
@@ -80,6 +82,20 @@ class RpcError(DoemuError):
 
 class WebSocketError(DoemuError, TypeError):
     """A hibernatable WebSocket API was used wrongly (tags, attachments, closed sockets)."""
+
+
+class StreamError(DoemuError, TypeError):
+    """A stream was used wrongly (a locked reader, a write after close) or was cancelled.
+
+    A ``TypeError`` too, as the JavaScript errors of the same cases are.
+    """
+
+
+class FetchError(DoemuError, OSError):
+    """An outbound ``fetch()`` failed before a response arrived; the message names the URL.
+
+    An ``OSError``, as the ``AbortError`` Pyodide raises on Cloudflare is.
+    """
 
 
 class ConfigError(DoemuError):

@@ -26,7 +26,8 @@ from typing import Any
 
 from .alarms import AlarmKey, AlarmService
 from .clock import Clock, SystemClock
-from .compat import set_clock, set_env, set_wait_until
+from .compat import set_clock, set_env, set_output_gate, set_wait_until
+from .compat.outbound import close_clients
 from .errors import DoemuError
 from .events import EventBus
 from .objects import (
@@ -200,6 +201,7 @@ class Runtime:
         set_clock(self._clock)
         set_env(self._env)
         set_wait_until(self._wait_until)
+        set_output_gate(self._output_gate)
         await self.alarms.restore()
         if not hold_alarms:
             self.release_alarms()
@@ -220,6 +222,13 @@ class Runtime:
             return
         self.track(asyncio.ensure_future(awaitable))
 
+    @staticmethod
+    def _output_gate() -> None:
+        """Before a stream chunk leaves user code: commit the current object's writes."""
+        host = current_host.get()
+        if host is not None:
+            host.output_gate()
+
     async def close(self) -> None:
         """Commit and close every object; stop timers. Safe to call twice."""
         if self._closed:
@@ -238,6 +247,8 @@ class Runtime:
         self.alarms.close()
         await asyncio.sleep(0)
         await asyncio.to_thread(self.files.close)  # deferred closes land; spares are removed
+        await close_clients()  # the outbound fetch connection pool of this loop
+        set_output_gate(None, if_current=self._output_gate)
         set_wait_until(None, if_current=self._wait_until)
         set_env(None, if_current=self._env)
         if self._temp_dir is not None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-from workers import DurableObject, Headers, Response
+from workers import DurableObject, Response
 
+from doemu.compat.headers import Headers
 from doemu.runtime import ClassSpec, Runtime
 from doemu.server.admin import ADMIN_PREFIX
 from doemu.server.admin.access import MAX_BODY_BYTES

@@ -126,11 +126,23 @@ def test_create_proxy_wraps_callables_with_destroy() -> None:
     assert ffi.create_proxy(dict) is dict
 
 
-def test_create_once_callable_is_identity() -> None:
-    def fn() -> None:
-        pass
+def test_create_once_callable_may_be_called_once() -> None:
+    calls: list[int] = []
+    once = ffi.create_once_callable(lambda n: calls.append(n))
+    once(1)
+    with pytest.raises(RuntimeError, match="called twice"):
+        once(2)
+    assert calls == [1]
 
-    assert ffi.create_once_callable(fn) is fn
+
+def test_ffi_functions_take_pyodides_keywords_only() -> None:
+    assert ffi.to_js({"a": 1}, dict_converter=dict, depth=1, create_pyproxies=False) == {"a": 1}
+    with pytest.raises(TypeError):
+        ffi.to_js({}, made_up=True)  # type: ignore[call-arg]
+    proxy = ffi.create_proxy(print, capture_this=False, roundtrip=True)
+    with pytest.raises(TypeError):
+        ffi.create_proxy(print, unknown=1)  # type: ignore[call-arg]
+    proxy.destroy()
 
 
 def test_jsproxy_matches_no_python_value() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from doemu.clock import ManualClock
 from doemu.compat import js, set_clock, workers
+from doemu.compat.headers import Headers as HeadersClass
 from doemu.compat.js import (
     JSON,
     Date,
@@ -112,11 +113,12 @@ async def test_js_request_and_headers_constructors() -> None:
     req = Request.new("http://x/y", {"method": "POST", "body": "b"})
     assert isinstance(req, workers.Request)
     assert req.method == "POST"
-    assert await req.text() == "b"
     again = Request.new(req, method="PUT")
     assert again.method == "PUT"
+    assert await again.text() == "b"  # new Request(req) takes req's body over
+    assert req.body_used
     headers = Headers.new([("A", "1")])
-    assert isinstance(headers, workers.Headers)
+    assert isinstance(headers, HeadersClass)
     assert headers.get("a") == "1"
 
 

@@ -21,17 +21,33 @@ from doemu.testing import WorkerHarness
 
 install_modules()
 
+#: workers-runtime-sdk 1.9.5's ``workers.__all__``, name for name.
 WORKERS = {
+    "Blob",
+    "BlobEnding",
+    "BlobValue",
+    "Body",
     "Context",
     "DurableObject",
+    "FetchKwargs",
     "FetchResponse",
+    "File",
+    "FormData",
+    "FormDataValue",
     "Headers",
+    "JSBody",
     "Request",
+    "RequestInitCfProperties",
     "Response",
     "WorkerEntrypoint",
     "WorkflowEntrypoint",
     "env",
+    "fetch",
     "handler",
+    "import_from_javascript",
+    "patch_env",
+    "python_from_rpc",
+    "python_to_rpc",
     "waitUntil",
     "wait_until",
 }
@@ -40,11 +56,16 @@ JS = {
     "Headers",
     "JSON",
     "Object",
+    "ReadableStream",
     "Request",
     "Response",
+    "TextDecoder",
+    "TextEncoder",
+    "TransformStream",
     "WebSocket",
     "WebSocketPair",
     "WebSocketRequestResponsePair",
+    "WritableStream",
     "console",
 }
 PYODIDE_FFI = {
@@ -199,3 +220,107 @@ async def test_objects_user_code_reaches_have_only_cloudflare_names(tmp_path: Pa
         "websocket": WEBSOCKET,
     }
     assert {k: set(v) for k, v in seen.items()} == expected
+
+
+REQUEST = {
+    "blob",
+    "body",
+    "body_used",
+    "buffer",
+    "bytes",
+    "cache",
+    "cf",
+    "clone",
+    "credentials",
+    "destination",
+    "form_data",
+    "headers",
+    "integrity",
+    "is_history_navigation",
+    "js_object",
+    "json",
+    "keepalive",
+    "method",
+    "mode",
+    "redirect",
+    "referrer",
+    "referrer_policy",
+    "text",
+    "url",
+}
+RESPONSE = {
+    "abort",
+    "blob",
+    "body",
+    "body_used",
+    "buffer",
+    "bytes",
+    "clone",
+    "formData",
+    "form_data",
+    "from_json",
+    "headers",
+    "js_object",
+    "js_response",
+    "json",
+    "memoryview",
+    "ok",
+    "raise_for_status",
+    "redirect",
+    "redirected",
+    "replace_body",
+    "status",
+    "status_text",
+    "string",
+    "text",
+    "type",
+    "unpack_archive",
+    "url",
+}
+READABLE = {"cancel", "getReader", "locked", "pipeThrough", "pipeTo", "tee"}
+READER = {"cancel", "closed", "read", "releaseLock"}
+READ_RESULT = {"done", "to_py", "value"}
+WRITABLE = {"abort", "close", "getWriter", "locked"}
+WRITER = {"abort", "close", "closed", "desiredSize", "ready", "releaseLock", "write"}
+BLOB = {"bytes", "content_type", "js_object", "size", "slice", "text"}
+FORM_DATA = {
+    "append",
+    "clear",
+    "delete",
+    "get",
+    "get_all",
+    "items",
+    "js_object",
+    "keys",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+    "values",
+}
+
+
+async def test_bodies_streams_and_blobs_have_only_cloudflare_names() -> None:
+    from js import TextDecoder, TextEncoder, TransformStream
+    from workers import Blob, File, FormData, Request, Response
+
+    ts = TransformStream.new()
+    writer = ts.writable.getWriter()
+    writer.write(b"x")
+    reader = ts.readable.getReader()
+    seen = {
+        "request": (_public(Request("http://x/")), REQUEST),
+        "response": (_public(Response("x")), RESPONSE),
+        "transform": (_public(ts), {"readable", "writable"}),
+        "readable": (_public(ts.readable), READABLE),
+        "reader": (_public(reader), READER),
+        "result": (_public(await reader.read()), READ_RESULT),
+        "writable": (_public(ts.writable), WRITABLE),
+        "writer": (_public(writer), WRITER),
+        "encoder": (_public(TextEncoder.new()), {"encode", "encoding"}),
+        "decoder": (_public(TextDecoder.new()), {"decode", "encoding", "fatal", "ignoreBOM"}),
+        "blob": (_public(Blob(["x"])), BLOB),
+        "file": (_public(File(["x"], "x.txt")), BLOB | {"last_modified", "name"}),
+        "form": (_public(FormData({"a": "1"})), FORM_DATA),
+    }
+    assert {k: v[0] for k, v in seen.items()} == {k: v[1] for k, v in seen.items()}

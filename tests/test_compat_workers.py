@@ -8,12 +8,12 @@ from http import HTTPMethod
 import pytest
 
 from doemu.compat import set_env, set_wait_until, workers
+from doemu.compat.headers import Headers  # what request.headers is (workers.Headers is a hint)
 from doemu.compat.js import WebSocketPair
 from doemu.compat.workers import (
     Context,
     DurableObject,
     FetchResponse,
-    Headers,
     Request,
     Response,
     WorkerEntrypoint,
@@ -194,10 +194,13 @@ async def test_request_from_request_with_overrides_and_clone() -> None:
     assert derived.url == "http://x/p"
     assert derived.method == "PUT"
     assert dict(derived.headers) == {"b": "2"}
-    assert await derived.text() == "data"
-    twin = base.clone()
+    # As in JavaScript, the new request takes the body over: the old one reads as used.
+    assert base.body_used
+    with pytest.raises(OSError, match="Body already used"):
+        base.clone()
+    twin = derived.clone()
     assert await twin.text() == "data"
-    assert await base.text() == "data"
+    assert await derived.text() == "data"
 
 
 async def test_request_from_parts_for_the_server() -> None:
@@ -212,22 +215,37 @@ async def test_request_from_parts_for_the_server() -> None:
     assert empty.body is None
 
 
-async def test_request_coerce_for_stub_fetch() -> None:
-    req = Request._coerce("http://do/path", {"method": "POST"}, body=bytearray(b"abc"))
+async def test_the_request_fetch_and_stub_fetch_send() -> None:
+    req = Request._for_fetch("http://do/path", {"method": "POST", "body": bytearray(b"abc")})
     assert req.method == "POST"
     assert await req.bytes() == b"abc"
     original = Request("http://do/a", method="POST", body="x")
-    await original.text()  # user code consumed it; the runtime still forwards a fresh copy
-    copy = Request._coerce(original)
-    assert copy is not original
-    assert await copy.text() == "x"
-    overridden = Request._coerce(original, headers={"h": "v"})
+    sent = Request._for_fetch(original, {})
+    assert sent is not original and original.body_used  # the body moved, as in JavaScript
+    assert await sent.text() == "x"
+    with pytest.raises(TypeError, match="already used"):
+        Request._for_fetch(original, {})  # fetch() of a request whose body was read
+    overridden = Request._for_fetch(Request("http://do/b"), {"headers": {"h": "v"}})
     assert overridden.headers["h"] == "v"
-    with pytest.raises(TypeError, match="unexpected options"):
-        Request._coerce("http://do/", bogus=1)
+    with pytest.raises(TypeError, match="unknown options"):
+        Request._for_fetch("http://do/", {"bogus": 1})
 
 
 # -- Response -----------------------------------------------------------------------------------
+
+
+async def test_a_body_is_a_stream_and_reading_it_uses_it() -> None:
+    resp = Response("streamed")
+    chunk = await resp.body.getReader().read()  # .body is a ReadableStream, as on Cloudflare
+    assert chunk.value.to_bytes() == b"streamed"
+    assert resp.body_used
+    with pytest.raises(OSError, match="already used"):
+        await resp.text()
+
+
+def test_workers_headers_is_the_sdks_annotation_not_a_class() -> None:
+    """On Cloudflare ``workers.Headers`` is a string naming JS types: calling it fails there."""
+    assert workers.Headers == "dict[str, str] | list[tuple[str, str]] | js.Headers"
 
 
 async def test_response_text() -> None:
@@ -237,7 +255,7 @@ async def test_response_text() -> None:
     assert resp.ok
     assert resp.headers["x-a"] == "1"
     assert resp.headers["content-type"] == "text/plain;charset=UTF-8"
-    assert resp.body == b"hello"
+    assert resp._body == b"hello"
     assert await resp.text() == "hello"
     assert resp.body_used
     with pytest.raises(OSError, match="Response body is already used"):
@@ -311,7 +329,7 @@ async def test_response_json_static_and_instance() -> None:
     assert isinstance(resp, Response)
     assert resp.status == 202
     assert resp.headers["content-type"] == "application/json"
-    assert resp.body == json.dumps({"a": [1, 2]}).encode()
+    assert resp._body == json.dumps({"a": [1, 2]}).encode()
     assert await resp.json() == {"a": [1, 2]}
     custom = Response.json([1], headers={"Content-Type": "application/vnd+json"})
     assert custom.headers["content-type"] == "application/vnd+json"

@@ -136,7 +136,8 @@ async def test_close_codes_reach_web_socket_close(runtime_factory: Any) -> None:
                 return rows if len(rows) == 2 else None
 
             rows = await eventually(both_closes, what="both closes to be recorded")
-        assert rows == [[4000, "bye", 1], [1006, ABNORMAL_CLOSE_REASON, 0]]
+        # wasClean is stored as a JavaScript boolean is by workerd: the text 'true'/'false'.
+        assert rows == [[4000, "bye", "true"], [1006, ABNORMAL_CLOSE_REASON, "false"]]
 
 
 async def test_non_hibernatable_socket_pins_the_object(runtime_factory: Any) -> None:

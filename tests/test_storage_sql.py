@@ -253,8 +253,8 @@ def test_binding_types(storage: ObjectStorage) -> None:
     ).one()
     assert row == {
         "n": None,
-        "t": 1,
-        "f": 0,
+        "t": "true",  # a JavaScript boolean, as workerd stores it
+        "f": "false",
         "i": 7,
         "r": 2.5,
         "s": "str",
@@ -288,7 +288,9 @@ def test_sqlite_errors_use_workerds_format_and_keep_the_turn(storage: ObjectStor
     assert str(info.value) == "no such table: nope: SQLITE_ERROR"
     with pytest.raises(SqlError) as constraint:
         storage.sql.exec("INSERT INTO t VALUES (1)")
-    assert str(constraint.value) == "UNIQUE constraint failed: t.a: SQLITE_CONSTRAINT"
+    assert str(constraint.value) == (
+        "UNIQUE constraint failed: t.a: SQLITE_CONSTRAINT (extended: SQLITE_CONSTRAINT_PRIMARYKEY)"
+    )
     with pytest.raises(SqlError, match="syntax error"):
         storage.sql.exec("SELEC 1")
     assert storage.sql.exec("SELECT a FROM t").toArray() == [{"a": 1}]

@@ -11,8 +11,11 @@ between them:
 * **Delivery and retries.** A due alarm is delivered as an event of its object (through
   :class:`AlarmTarget`, which the object host implements): the handler gets Cloudflare's
   ``alarm_info``; a handler that raises is retried after 2, 4, 8, 16, 32, 64 s (+0–25 % jitter),
-  then dropped; a handler that sets or deletes the alarm itself cancels the retry. Retry counts
-  live here, in memory, as on Cloudflare.
+  then dropped; a handler that sets or deletes the alarm itself cancels the retry. As in workerd,
+  the stored alarm keeps its original time while retries are pending (``getAlarm()`` returns
+  it, and every retry's ``alarm_info.scheduledTime`` is it): only the scheduler knows when the
+  next attempt runs. Retry state lives here, in memory, as on Cloudflare, so after a restart
+  the overdue original alarm simply fires again.
 * **Run now** (:meth:`run_now`) for the admin API, the CLI and tests, and **start-up**: every
   persisted alarm is loaded (:meth:`restore`) and armed (:meth:`release`), so overdue ones fire
   with no incoming request.
@@ -96,6 +99,13 @@ class _Namespace:
     binding: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    at: float
+    count: int
+    scheduled: float
+
+
 class AlarmService:
     """Owns the scheduler, the alarm tables and the retry state; see the module docstring."""
 
@@ -106,8 +116,8 @@ class AlarmService:
         self._resolve = resolve
         self._scheduler = AlarmScheduler(clock, self._deliver)
         self._namespaces: dict[str, _Namespace] = {}
-        #: Retries in flight: the time each is due at and the retry count it will carry.
-        self._retries: dict[AlarmKey, tuple[float, int]] = {}
+        #: Retries in flight: when the next attempt runs, its retry count, the original time.
+        self._retries: dict[AlarmKey, _Retry] = {}
         #: Alarms restore() loaded and release() has not armed yet.
         self._held: dict[AlarmKey, float] = {}
 
@@ -143,12 +153,13 @@ class AlarmService:
             table.delete(key[1])
             self._scheduler.cancel(key)
             self._retries.pop(key, None)
-        else:
-            table.set(key[1], when, name)
-            self._scheduler.set(key, when)
-            retry = self._retries.get(key)
-            if retry is not None and retry[0] != when:
-                del self._retries[key]  # moved by the object itself: not a retry any more
+            return
+        table.set(key[1], when, name)
+        retry = self._retries.get(key)
+        if retry is not None and retry.scheduled == when:
+            return  # the alarm being retried, unchanged: its next attempt stays scheduled
+        self._retries.pop(key, None)  # moved by the object itself: not a retry any more
+        self._scheduler.set(key, when)
 
     # -- start-up ----------------------------------------------------------------------------------
     async def restore(self) -> int:
@@ -174,7 +185,10 @@ class AlarmService:
         if target is None:
             return
         retry = self._retries.get(key)
-        retry_count = retry[1] if retry is not None and retry[0] == scheduled else 0
+        if retry is not None and retry.at == scheduled:
+            retry_count, scheduled = retry.count, retry.scheduled
+        else:
+            retry_count = 0
         info = AlarmInfo(retry_count, retry_count > 0, scheduled)
         outcome: dict[str, Any] = {}
 
@@ -244,8 +258,8 @@ class AlarmService:
             info.retryCount + 1,
             (retry_at - now) / 1000,
         )
-        self._retries[key] = (retry_at, info.retryCount + 1)
-        self._write(key, target, retry_at)
+        self._retries[key] = _Retry(retry_at, info.retryCount + 1, info.scheduledTime)
+        self._scheduler.set(key, retry_at)  # the stored alarm keeps its original time
         self._emit(
             "alarm.retried",
             binding=binding,
@@ -256,7 +270,7 @@ class AlarmService:
         )
 
     def _write(self, key: AlarmKey, target: AlarmTarget, when: float | None) -> None:
-        """Store the service's own decision (a retry time, a drop) durably, then schedule it.
+        """Store the service's own decision (dropping an alarm) durably, then schedule it.
 
         Through the object's storage when it is live, so the object's own row and the table stay
         one fact (the commit reports back through :meth:`committed`); straight to the table when

@@ -17,7 +17,7 @@ import warnings
 from types import ModuleType
 
 from . import fetch_api, js, pyodide, websocket, workers
-from ._state import set_clock, set_env, set_wait_until
+from ._state import set_clock, set_env, set_output_gate, set_wait_until
 from .jsproxy import JsBuffer, as_js_buffer
 from .pyodide import ffi as pyodide_ffi
 from .relaxed import call_relaxed, max_positional
@@ -35,6 +35,7 @@ __all__ = [
     "pyodide_ffi",
     "set_clock",
     "set_env",
+    "set_output_gate",
     "set_wait_until",
     "uninstall_modules",
     "websocket",

@@ -12,13 +12,23 @@ from typing import Any
 
 from ..clock import Clock, SystemClock
 
-__all__ = ["get_clock", "get_env", "get_wait_until", "set_clock", "set_env", "set_wait_until"]
+__all__ = [
+    "before_output",
+    "get_clock",
+    "get_env",
+    "get_wait_until",
+    "set_clock",
+    "set_env",
+    "set_output_gate",
+    "set_wait_until",
+]
 
 _UNSET: Any = object()
 
 _clock: Clock = SystemClock()
 _env: Any = _UNSET
 _wait_until: Callable[[Awaitable[Any]], None] | None = None
+_output_gate: Callable[[], None] | None = None
 
 
 def set_clock(clock: Clock | None) -> None:
@@ -71,3 +81,18 @@ def get_wait_until() -> Callable[[Awaitable[Any]], None]:
             "(doemu.compat.set_wait_until was never called)"
         )
     return _wait_until
+
+
+def set_output_gate(fn: Callable[[], None] | None, *, if_current: Any = _UNSET) -> None:
+    """What runs before a stream chunk leaves user code: the current object's output gate."""
+    global _output_gate
+    if if_current is not _UNSET and _output_gate != if_current:
+        return
+    _output_gate = fn
+
+
+def before_output() -> None:
+    """Commit the current object's pending writes before output leaves it (no-op outside one)."""
+    gate = _output_gate
+    if gate is not None:
+        gate()

@@ -13,7 +13,10 @@ working when the runtime changes its env later.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+import contextvars
+import types
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from . import _state
@@ -25,6 +28,8 @@ __all__ = [
     "WorkflowEntrypoint",
     "env",
     "handler",
+    "import_from_javascript",
+    "patch_env",
     "waitUntil",
     "wait_until",
 ]
@@ -76,12 +81,21 @@ def handler(func: F) -> F:
     return func
 
 
+#: What ``patch_env`` overrides in the current context (innermost last).
+_patches: contextvars.ContextVar[tuple[Mapping[str, Any], ...]] = contextvars.ContextVar(
+    "doemu_env_patches", default=()
+)
+
+
 class _GlobalEnv:
     """``workers.env``: forwards every attribute to the env the runtime registered."""
 
     __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
+        for patch in reversed(_patches.get()):
+            if name in patch:
+                return patch[name]
         return getattr(_state.get_env(), name)
 
     def __repr__(self) -> str:
@@ -100,3 +114,27 @@ def waitUntil(awaitable: Awaitable[Any]) -> None:
 
 
 wait_until = waitUntil
+
+
+@contextlib.contextmanager
+def patch_env(
+    d: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None, **kwds: Any
+) -> Iterator[None]:
+    """Override attributes of ``workers.env`` inside the ``with`` block (this context only)."""
+    values = {**dict(d or {}), **kwds}
+    token = _patches.set((*_patches.get(), values))
+    try:
+        yield
+    finally:
+        _patches.reset(token)
+
+
+def import_from_javascript(module_name: str) -> Any:
+    """A JavaScript module. ``cloudflare:workers`` gives ``env`` and ``waitUntil``; there is no
+    JavaScript locally, so any other module fails with an ``ImportError`` naming it."""
+    if module_name == "cloudflare:workers":
+        return types.SimpleNamespace(env=env, waitUntil=waitUntil)
+    raise ImportError(
+        f"import_from_javascript({module_name!r}): doemu runs Python natively and has no "
+        "JavaScript modules; only 'cloudflare:workers' (env, waitUntil) is available locally"
+    )

@@ -2,8 +2,9 @@
 
 On Cloudflare, ``from js import X`` gives a proxy of the JS global ``X``, and ``X.new(...)`` calls
 its constructor. doemu implements, in Python, the globals Durable Object code commonly uses (see
-:mod:`doemu.compat.jsglobals`); this module holds exactly those names and nothing else, so an
-import that works here works on Cloudflare.
+:mod:`doemu.compat.jsglobals`, :mod:`doemu.compat.readable`, :mod:`doemu.compat.writable`,
+:mod:`doemu.compat.text`); this module holds exactly those names and nothing else, so an import
+that works here works on Cloudflare.
 """
 
 from doemu.compat.jsglobals import (
@@ -18,16 +19,24 @@ from doemu.compat.jsglobals import (
     WebSocketRequestResponsePair,
     console,
 )
+from doemu.compat.readable import ReadableStream
+from doemu.compat.text import TextDecoder, TextEncoder
+from doemu.compat.writable import TransformStream, WritableStream
 
 __all__ = [
     "JSON",
     "Date",
     "Headers",
     "Object",
+    "ReadableStream",
     "Request",
     "Response",
+    "TextDecoder",
+    "TextEncoder",
+    "TransformStream",
     "WebSocket",
     "WebSocketPair",
     "WebSocketRequestResponsePair",
+    "WritableStream",
     "console",
 ]

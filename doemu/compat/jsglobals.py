@@ -10,8 +10,10 @@ objects as the ``workers`` module, so either may be returned from ``fetch``).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -41,15 +43,65 @@ _console_log = logging.getLogger("doemu.console")
 
 
 class Date:
-    """``Date``: only ``Date.now()`` (milliseconds since the epoch, as an ``int``).
+    """``Date``: ``Date.now()`` (ms since the epoch, an ``int``) and ``Date.new(...)``.
 
     Pyodide turns a JS number holding an integer into a Python ``int``, which is what
-    ``Date.now()`` returns on Cloudflare.
+    ``Date.now()`` returns on Cloudflare. Both read the runtime's clock, so a manual clock in
+    tests moves them.
     """
 
     @staticmethod
     def now() -> int:
         return int(_state.get_clock().now())
+
+    @staticmethod
+    def new(value: Any = None, /) -> JsDate:
+        """``new Date()`` (now), ``new Date(ms)``, ``new Date("2026-11-26T09:00:00Z")``."""
+        if value is None:
+            return JsDate(float(Date.now()))
+        if isinstance(value, JsDate):
+            return JsDate(value.getTime())
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return JsDate(float(value))
+        if isinstance(value, str):
+            try:
+                moment = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                return JsDate(math.nan)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=_dt.UTC)
+            return JsDate(moment.timestamp() * 1000.0)
+        raise TypeError(f"Date.new() expects ms, an ISO string or a Date, got {value!r}")
+
+
+class JsDate:
+    """A JS ``Date`` value: ``getTime()``, ``valueOf()``, ``toISOString()``, ``to_py()``."""
+
+    __slots__ = ("_ms",)
+
+    def __init__(self, ms: float) -> None:
+        self._ms = float(int(ms)) if math.isfinite(ms) else math.nan
+
+    def getTime(self) -> float:
+        return self._ms
+
+    def valueOf(self) -> float:
+        return self._ms
+
+    def toISOString(self) -> str:
+        if not math.isfinite(self._ms):
+            raise ValueError("Invalid time value")  # RangeError in JS
+        moment = _dt.datetime.fromtimestamp(self._ms / 1000.0, _dt.UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(self._ms) % 1000:03d}Z"
+
+    def toJSON(self) -> str | None:
+        return self.toISOString() if math.isfinite(self._ms) else None
+
+    def to_py(self) -> _dt.datetime:
+        return _dt.datetime.fromtimestamp(self._ms / 1000.0, _dt.UTC)
+
+    def __repr__(self) -> str:
+        return f"Date({self.toJSON()})"
 
 
 class JSON:
@@ -133,12 +185,11 @@ def _init(
     return options
 
 
-def _js_body(body: Any) -> str | bytes | None:
+def _js_body(body: Any) -> Any:
+    """A JS body: typed arrays as bytes; str, streams, FormData and Blob as they are."""
     if isinstance(body, bytearray | memoryview):
         return bytes(body)
-    if body is None or isinstance(body, str | bytes):
-        return body
-    raise TypeError(f"Unsupported type in Response: {type(body).__name__}")
+    return body
 
 
 class Response:
@@ -183,7 +234,10 @@ class Request:
     def new(
         input: _Request | str, init: Mapping[str, Any] | None = None, /, **kwargs: Any
     ) -> _Request:
-        return _Request._coerce(input, init, **kwargs)
+        options = {**(init or {}), **kwargs}
+        if "body" in options:
+            options["body"] = _js_body(options["body"])
+        return _Request(input, **options)
 
 
 class Headers:

@@ -76,8 +76,18 @@ def as_js_buffer(data: bytes | bytearray | memoryview) -> JsBuffer:
     return data if isinstance(data, JsBuffer) else JsBuffer(data)
 
 
-def to_js(obj: Any, /, **_kwargs: Any) -> Any:
-    """Identity: there is no JS side to convert to (``dict_converter`` etc. are ignored)."""
+def to_js(
+    obj: Any,
+    /,
+    *,
+    depth: int = -1,
+    pyproxies: Any = None,
+    create_pyproxies: bool = True,
+    dict_converter: Callable[..., Any] | None = None,
+    default_converter: Callable[..., Any] | None = None,
+    eager_converter: Callable[..., Any] | None = None,
+) -> Any:
+    """Identity: there is no JS side to convert to (Pyodide's keywords are accepted, unused)."""
     return obj
 
 
@@ -108,16 +118,28 @@ class _Proxy:
         return f"<proxy of {self._obj!r}>"
 
 
-def create_proxy(obj: Any, /, **_kwargs: Any) -> Any:
+def create_proxy(obj: Any, /, *, capture_this: bool = False, roundtrip: bool = True) -> Any:
     """A long-lived proxy of ``obj``: callables get a wrapper with ``destroy()``; others as is."""
     if callable(obj) and not isinstance(obj, type):
         return _Proxy(obj)
     return obj
 
 
-def create_once_callable(obj: Callable[..., Any], /, **_kwargs: Any) -> Callable[..., Any]:
-    """Identity: the callable is not destroyed after its first call."""
-    return obj
+class _OnceCallable(_Proxy):
+    """What :func:`create_once_callable` returns: destroyed by its first call, as in Pyodide."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._destroyed:
+            raise RuntimeError("This function was created with create_once_callable: called twice")
+        self._destroyed = True
+        return self._obj(*args, **kwargs)
+
+
+def create_once_callable(obj: Callable[..., Any], /, *, _may_syncify: bool = False) -> Any:
+    """A callable that may be called once (a second call raises), with ``destroy()``."""
+    return _OnceCallable(obj)
 
 
 def destroy_proxies(_proxies: Iterable[Any], /) -> None:

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
-from .bodies import TEXT_PLAIN, Body, BodyMixin, body_bytes
+from .bodies import Body, BodyData, BodyMixin, body_data
 from .headers import Headers, HeadersInit, to_headers
+from .readable import ReadableStream
+from .requests import split_body
 from .websocket import WebSocket
 
 __all__ = ["FetchResponse", "Response"]
@@ -41,9 +43,11 @@ class FetchResponse(BodyMixin):
     _status: int
     _status_text: str
     _headers: Headers
-    _body: bytes | None
+    _body: BodyData
     _web_socket: WebSocket | None
     _url: str
+    _redirected: bool
+    _abort: Callable[[object], None] | None
     _USED_MESSAGE = "Response body is already used"
 
     json = _JsonMethod()
@@ -53,7 +57,7 @@ class FetchResponse(BodyMixin):
         status: int,
         status_text: str | None,
         headers: Headers,
-        body: bytes | None,
+        body: BodyData,
         web_socket: WebSocket | None = None,
     ) -> None:
         self._status = status
@@ -62,6 +66,8 @@ class FetchResponse(BodyMixin):
         self._body = body
         self._web_socket = web_socket
         self._url = ""
+        self._redirected = False
+        self._abort = None
         self._body_used = False
 
     # -- properties ------------------------------------------------------------------------------
@@ -88,15 +94,60 @@ class FetchResponse(BodyMixin):
 
     @property
     def redirected(self) -> bool:
-        return False
+        return self._redirected
 
     @property
     def type(self) -> str:
         return "default"
 
     # -- body ------------------------------------------------------------------------------------
-    async def _read_json(self, **kwargs: Any) -> Any:
-        return json.loads(await self.text(), **kwargs)
+    @property
+    def js_response(self) -> Any:
+        """Pyodide's name for the JS ``Response`` behind this one; the object itself here."""
+        return self
+
+    async def memoryview(self) -> memoryview:
+        return memoryview(await self._consume())
+
+    async def string(self) -> str:
+        """Deprecated alias of :meth:`text` (kept by Pyodide's ``FetchResponse``)."""
+        return await self.text()
+
+    async def formData(self) -> Any:
+        """Alias of :meth:`form_data`, as Cloudflare's SDK keeps it."""
+        return await self.form_data()
+
+    def abort(self, reason: object = None) -> None:
+        """Stop reading the body of a ``fetch()`` response and close its connection.
+
+        Only a response from ``fetch()`` can be aborted; for any other, as on Cloudflare,
+        ``ValueError("abort_controller is not set")``.
+        """
+        if self._abort is None:
+            raise ValueError("abort_controller is not set")
+        self._abort(reason)
+
+    async def unpack_archive(
+        self, *, extract_dir: str | None = None, format: str | None = None
+    ) -> None:
+        """Unpack the body as an archive (``shutil.unpack_archive``), named after the URL."""
+        import asyncio
+        import os
+        import shutil
+        import tempfile
+        from urllib.parse import urlsplit
+
+        data = await self._consume()
+        filename = os.path.basename(urlsplit(self._url).path) or "archive"
+
+        def unpack() -> None:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, filename)
+                with open(path, "wb") as f:
+                    f.write(data)
+                shutil.unpack_archive(path, extract_dir, format)
+
+        await asyncio.to_thread(unpack)
 
     def raise_for_status(self) -> None:
         if 400 <= self._status < 500:
@@ -107,9 +158,12 @@ class FetchResponse(BodyMixin):
     def clone(self) -> Response:
         if self._web_socket is not None:
             raise TypeError("Cannot clone a response to a WebSocket handshake.")
-        if self._body_used:
+        if self.body_used:
             raise OSError("Response body is already used")
-        return Response._from_parts(self._status, self._headers, self._body, self._status_text)
+        copy = Response._from_parts(self._status, self._headers, None, self._status_text)
+        copy._body = split_body(self)
+        copy._url, copy._redirected = self._url, self._redirected
+        return copy
 
     def replace_body(self, body: Body | None) -> Response:
         """A new response with this one's status and headers and ``body``."""
@@ -153,8 +207,15 @@ class Response(FetchResponse):
         headers: HeadersInit | None = None,
         web_socket: WebSocket | None = None,
     ) -> None:
-        if body is not None and not isinstance(body, str | bytes):
-            raise TypeError(f"Unsupported type in Response: {type(body).__name__}")
+        if isinstance(body, FetchResponse):  # Response(other.js_object): adopt it, as on CF
+            if status is not None or status_text or headers is not None:
+                raise ValueError(
+                    "Expected no options when constructing Response from a js.Response"
+                )
+            self._init_parts(body._status, body._status_text, body._headers.copy(), body._body)
+            self._url, self._web_socket, self._abort = body._url, body._web_socket, body._abort
+            body._body_used = body._body is not None  # one body, now this response's
+            return
         code = int(status) if status else 200
         if web_socket is None:
             if not 200 <= code <= 599:
@@ -173,15 +234,13 @@ class Response(FetchResponse):
         if status_text and any(ord(c) < 0x20 for c in status_text):
             raise TypeError("Invalid statusText")
         merged = to_headers(headers)
-        data = body_bytes(body, "Response")
+        data = body_data(body, "Response", merged)
         if code in _NULL_BODY_STATUSES and data is not None:
-            if data:
+            if isinstance(data, ReadableStream) or data:
                 raise TypeError(
                     "Response with null body status (101, 204, 205, or 304) cannot have a body."
                 )
             data = None
-        if isinstance(body, str) and not merged.has("content-type"):
-            merged.set("content-type", TEXT_PLAIN)
         self._init_parts(code, status_text or None, merged, data, web_socket)
 
     @classmethod
@@ -189,7 +248,7 @@ class Response(FetchResponse):
         cls,
         status: int,
         headers: HeadersInit | None,
-        body: bytes | None,
+        body: BodyData,
         status_text: str | None = None,
         web_socket: WebSocket | None = None,
     ) -> Response:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .context import DurableObjectState as DurableObjectState
 from .eviction import DEFAULT_MAX_LIVE as DEFAULT_MAX_LIVE
 from .eviction import EvictionManager as EvictionManager
+from .host import BLOCK_CONCURRENCY_NESTING_MESSAGE as BLOCK_CONCURRENCY_NESTING_MESSAGE
 from .host import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE as BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
 from .host import BLOCK_CONCURRENCY_TIMEOUT_MS as BLOCK_CONCURRENCY_TIMEOUT_MS
 from .host import Lifecycle as Lifecycle
@@ -19,6 +20,7 @@ from .stubs import DurableObjectNamespace as DurableObjectNamespace
 from .stubs import DurableObjectStub as DurableObjectStub
 
 __all__ = [
+    "BLOCK_CONCURRENCY_NESTING_MESSAGE",
     "BLOCK_CONCURRENCY_TIMEOUT_MESSAGE",
     "BLOCK_CONCURRENCY_TIMEOUT_MS",
     "DEFAULT_MAX_LIVE",

@@ -15,6 +15,7 @@ storage between two awaits is atomic, which is the guarantee workerd's input gat
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import inspect
 import logging
@@ -32,6 +33,7 @@ from .context import DurableObjectState
 from .services import HostServices, ObjectClass
 
 __all__ = [
+    "BLOCK_CONCURRENCY_NESTING_MESSAGE",
     "BLOCK_CONCURRENCY_TIMEOUT_MESSAGE",
     "BLOCK_CONCURRENCY_TIMEOUT_MS",
     "Lifecycle",
@@ -47,6 +49,15 @@ BLOCK_CONCURRENCY_TIMEOUT_MESSAGE = (
     "The call was canceled and the Durable Object was reset."
 )
 _DEFAULT_ABORT_REASON = "Durable Object was aborted by ctx.abort()."
+
+#: How deep blockConcurrencyWhile() calls may nest inside each other (workerd's limit).
+MAX_BLOCK_CONCURRENCY_NESTING = 64
+BLOCK_CONCURRENCY_NESTING_MESSAGE = "blockConcurrencyWhile() calls are nested too deeply."
+
+#: The host whose blockConcurrencyWhile callback the current task runs in, and the nesting depth.
+_holding: ContextVar[tuple[ObjectHost, int] | None] = ContextVar(
+    "doemu_block_concurrency", default=None
+)
 
 #: The host whose event is running in the current task (used by stubs for the output gate).
 current_host: ContextVar[ObjectHost | None] = ContextVar("doemu_current_host", default=None)
@@ -251,14 +262,23 @@ class ObjectHost:
 
     def block_concurrency_while(self, fn: Callable[[], Any]) -> Awaitable[Any]:
         loop = asyncio.get_running_loop()
-        if asyncio.current_task() in self._blockers:
-            # Nested critical section (as workerd allows): the outer one already holds the gate.
-            return loop.create_task(_run_inline(fn))
+        holding = _holding.get()
+        if holding is not None and holding[0] is self:
+            # Nested critical section (as workerd allows): the outer one already holds the gate,
+            # so it runs at once, however deep, up to workerd's limit.
+            depth = holding[1] + 1
+            if depth > MAX_BLOCK_CONCURRENCY_NESTING:
+                self.reset(BLOCK_CONCURRENCY_NESTING_MESSAGE)
+                raise ObjectResetError(BLOCK_CONCURRENCY_NESTING_MESSAGE)
+            context = contextvars.copy_context()
+            context.run(_holding.set, (self, depth))
+            return loop.create_task(_run_inline(fn), context=context)
         generation = self.generation
         previous = list(self._blockers)
 
         async def runner() -> Any:
             current_host.set(self)
+            _holding.set((self, 1))
             if previous:
                 await asyncio.wait(previous)
             result = fn()

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import clone
 from ..compat import call_relaxed, workers
+from ..compat.readable import ReadableStream, core_of
 from ..errors import DoemuError, ObjectResetError, RpcError
 from ..ids import DurableObjectId
 from .host import ObjectHost, current_host
@@ -24,6 +25,23 @@ __all__ = ["DurableObjectNamespace", "DurableObjectStub"]
 
 #: Names a stub never forwards as RPC: Python internals and the stub's own attributes.
 _NOT_RPC = frozenset({"id", "name", "fetch", "then"})
+#: The JavaScript options objects of the namespace methods (passed as keywords from Python).
+_NEW_UNIQUE_ID = frozenset({"jurisdiction"})
+_GET = frozenset({"locationHint", "routingMode", "retry"})
+
+
+def _options(
+    method: str,
+    allowed: frozenset[str],
+    options: Mapping[str, Any] | None,
+    kwargs: Mapping[str, Any],
+) -> None:
+    """Accept Cloudflare's options for ``method`` (as a mapping or keywords); refuse the rest."""
+    unknown = (set(options or {}) | set(kwargs)) - allowed
+    if unknown:
+        raise TypeError(
+            f"{method}() got unknown options {sorted(unknown)}; Cloudflare's are {sorted(allowed)}"
+        )
 
 
 class DurableObjectNamespace:
@@ -37,15 +55,21 @@ class DurableObjectNamespace:
     def idFromName(self, name: str) -> DurableObjectId:
         return self._ns.ids.from_name(name)
 
-    def newUniqueId(self, options: Mapping[str, Any] | None = None) -> DurableObjectId:
+    def newUniqueId(
+        self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> DurableObjectId:
+        """A random id; ``jurisdiction=`` is accepted (there is one locality locally)."""
+        _options("newUniqueId", _NEW_UNIQUE_ID, options, kwargs)
         return self._ns.ids.new_unique()
 
     def idFromString(self, text: str) -> DurableObjectId:
         return self._ns.ids.from_string(text)
 
     def get(
-        self, object_id: DurableObjectId, options: Mapping[str, Any] | None = None
+        self, object_id: DurableObjectId, options: Mapping[str, Any] | None = None, /, **kwargs: Any
     ) -> DurableObjectStub:
+        """The stub of ``object_id``; ``locationHint=``, ``routingMode=`` are accepted."""
+        _options("get", _GET, options, kwargs)
         if not isinstance(object_id, DurableObjectId):
             raise TypeError(
                 f"get() expects a DurableObjectId (from idFromName/newUniqueId/idFromString), "
@@ -55,7 +79,10 @@ class DurableObjectNamespace:
             raise TypeError("Durable Object ID is not valid for this namespace.")
         return DurableObjectStub(self._ns, object_id)
 
-    def getByName(self, name: str, options: Mapping[str, Any] | None = None) -> DurableObjectStub:
+    def getByName(
+        self, name: str, options: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> DurableObjectStub:
+        _options("getByName", _GET, options, kwargs)
         return DurableObjectStub(self._ns, self._ns.ids.from_name(name))
 
     def jurisdiction(self, name: str) -> DurableObjectNamespace:
@@ -79,9 +106,19 @@ class DurableObjectStub:
     def name(self) -> str | None:
         return self.id.name
 
-    async def fetch(self, input: Any, init: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
-        """Deliver an HTTP request to the object's ``fetch`` handler and return its Response."""
-        return await self._deliver_fetch(workers.Request._coerce(input, init, **kwargs))
+    async def fetch(self, resource: Any, **kwargs: Any) -> Any:
+        """``fetch(resource, **options)`` sent to the object's ``fetch`` handler: its Response.
+
+        As on Cloudflare, where ``stub.fetch`` is ``workers.fetch(..., fetcher=stub)``: the
+        options are ``fetch()``'s (``method``, ``headers``, ``body``, …); a streamed body passes
+        through in both directions without being buffered.
+        """
+        if "fetcher" in kwargs:
+            raise TypeError("stub.fetch() got multiple values for keyword argument 'fetcher'")
+        return await self._deliver_fetch(workers.Request._for_fetch(resource, kwargs))
+
+    #: ``workers.fetch(..., fetcher=stub.fetch)`` hands this fetcher the request itself.
+    fetch.__doemu_fetcher__ = True  # type: ignore[attr-defined]
 
     async def _deliver_fetch(self, request: Any) -> Any:
         """doemu-internal: deliver a request the caller will not touch again (no copy)."""
@@ -108,6 +145,10 @@ class DurableObjectStub:
                 f"got {type(response).__name__}"
             )
         host.sockets.fetch_ended(response._web_socket)
+        body = response._body
+        if isinstance(body, ReadableStream):
+            # The object stays in memory while a body it produces is still being read.
+            host.wait_until(core_of(body).drained())
         return response
 
     def __getattr__(self, method: str) -> Callable[..., Any]:

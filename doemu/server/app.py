@@ -25,13 +25,16 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..compat import call_relaxed
+from ..compat.bodies import read_all
 from ..compat.fetch_api import Headers, Request, Response
+from ..compat.readable import ReadableStream
 from ..compat.websocket import end_of
 from ..errors import DataCloneError, HttpError, InvalidIdError, ObjectResetError, WebSocketError
 from ..runtime import Runtime, current_entry
 from ..sockets.bridge import WriteBatch, bridge
 from ..sockets.protocol import SEND_FRAME
 from .admin import ADMIN_PREFIX, AdminApp
+from .transfer import RequestBody, read_request_body, send_response
 
 __all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
 
@@ -125,9 +128,10 @@ class DoemuApp:
 
     # -- HTTP -------------------------------------------------------------------------------------
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body: RequestBody | None = None
         try:
-            body = await self._read_body(scope, receive)
-            request = self._request(scope, body)
+            body = await read_request_body(scope, receive, self.max_body)
+            request = self._request(scope, body.data)
             response = await self._dispatch(scope, request)
             if response._web_socket is not None:
                 _discard_server_end(response._web_socket)
@@ -136,35 +140,13 @@ class DoemuApp:
                 )
         except HttpError as exc:
             response = _json_response(exc.status, {"error": exc.message})
-        await _send_response(send, response, head=scope["method"] == "HEAD")
+        listen = receive if body is not None and body.complete else None
+        try:
+            await send_response(send, response, head=scope["method"] == "HEAD", receive=listen)
+        except HttpError as exc:
+            await send_response(send, _json_response(exc.status, {"error": exc.message}))
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    raise HttpError(400, "invalid Content-Length header") from None
-                if declared > self.max_body:
-                    raise HttpError(
-                        413, f"request body of {declared} bytes exceeds the {self.max_body} limit"
-                    )
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise HttpError(400, "client disconnected before sending the whole body")
-            chunk = message.get("body", b"")
-            if chunk:
-                size += len(chunk)
-                if size > self.max_body:
-                    raise HttpError(413, f"request body exceeds the {self.max_body} byte limit")
-                chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-
-    def _request(self, scope: Scope, body: bytes) -> Request:
+    def _request(self, scope: Scope, body: bytes | ReadableStream | None) -> Request:
         # ASGI servers hand over lowercase names that their HTTP parser has validated.
         entries = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"]]
         headers = Headers._trusted(entries)
@@ -182,7 +164,7 @@ class DoemuApp:
         query = scope.get("query_string", b"").decode("latin-1")
         url = f"{scheme}://{host}{path}" + (f"?{query}" if query else "")
         method = scope.get("method", "GET")
-        return Request._from_parts(url, method, headers, body or None)
+        return Request._from_parts(url, method, headers, body)
 
     async def _dispatch(self, scope: Scope, request: Request) -> Response:
         """Run ``fetch`` (entry worker or routed object); user errors become JSON 500s."""
@@ -237,7 +219,7 @@ class DoemuApp:
         if message["type"] != "websocket.connect":
             return
         try:
-            request = self._request({**scope, "method": "GET"}, b"")
+            request = self._request({**scope, "method": "GET"}, None)
             response = await self._dispatch(scope, request)
         except HttpError as exc:
             response = _json_response(exc.status, {"error": exc.message})
@@ -278,22 +260,6 @@ def _discard_server_end(client: Any) -> None:
         peer.discard()
 
 
-async def _send_response(send: Send, response: Response, *, head: bool = False) -> None:
-    try:
-        headers = [
-            (k.encode("latin-1"), v.encode("latin-1"))
-            for k, v in response.headers.items()
-            if k != "content-length"  # always the real length: a wrong one breaks the connection
-        ]
-    except UnicodeEncodeError as exc:
-        response = _json_response(500, {"error": f"fetch() returned a non-Latin-1 header: {exc}"})
-        headers = [(b"content-type", b"application/json")]
-    body = response.body or b""
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else body})
-
-
 async def _refuse(scope: Scope, send: Send, response: Response) -> None:
     """Refuse a WebSocket handshake with ``response``'s status and body where ASGI allows."""
     if "websocket.http.response" in scope.get("extensions", {}):
@@ -301,6 +267,7 @@ async def _refuse(scope: Scope, send: Send, response: Response) -> None:
         await send(
             {"type": "websocket.http.response.start", "status": response.status, "headers": headers}
         )
-        await send({"type": "websocket.http.response.body", "body": response.body or b""})
+        body = await read_all(response._body)
+        await send({"type": "websocket.http.response.body", "body": body})
     else:
         await send({"type": "websocket.close", "code": 1008})

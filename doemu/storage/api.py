@@ -43,24 +43,29 @@ class DurableObjectStorage:
         """The synchronous KV API (SQLite-backed classes only, like ``sql``)."""
         return self._storage.kv
 
-    def get(self, keys: str | list[str], options: Mapping[str, Any] | None = None) -> Resolved[Any]:
+    def get(
+        self, keys: str | list[str], options: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Resolved[Any]:
         """``get(key)`` → value (None if missing); ``get([keys])`` → dict in key order."""
-        return self._storage.get(keys, options)
+        return self._storage.get(keys, options, **kwargs)
 
     def put(
         self,
         key_or_entries: str | Mapping[str, Any],
         value: Any = MISSING,
         options: Mapping[str, Any] | None = None,
+        /,
+        **kwargs: Any,
     ) -> Resolved[None]:
-        """``put(key, value)`` or ``put({key: value, ...})``."""
-        return self._storage.put(key_or_entries, value, options)
+        """``put(key, value)`` or ``put({key: value, ...})``; options (``allowUnconfirmed``…)
+        as a dict after them or as keywords."""
+        return self._storage.put(key_or_entries, value, options, **kwargs)
 
     def delete(
-        self, keys: str | list[str], options: Mapping[str, Any] | None = None
+        self, keys: str | list[str], options: Mapping[str, Any] | None = None, /, **kwargs: Any
     ) -> Resolved[Any]:
         """``delete(key)`` → bool; ``delete([keys])`` → number of keys that existed."""
-        return self._storage.delete(keys, options)
+        return self._storage.delete(keys, options, **kwargs)
 
     def list(
         self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
@@ -69,23 +74,29 @@ class DurableObjectStorage:
         ``reverse``, ``limit``, as a dict and/or keyword arguments."""
         return self._storage.list(options, **kwargs)
 
-    def getAlarm(self, options: Mapping[str, Any] | None = None) -> Resolved[float | None]:
+    def getAlarm(
+        self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Resolved[float | None]:
         """The alarm time in ms since the epoch, or None."""
-        return self._storage.getAlarm(options)
+        return self._storage.getAlarm(options, **kwargs)
 
     def setAlarm(
-        self, scheduledTime: Any, options: Mapping[str, Any] | None = None
+        self, scheduledTime: Any, options: Mapping[str, Any] | None = None, /, **kwargs: Any
     ) -> Resolved[None]:
         """Set the alarm (ms since the epoch or a datetime; a naive datetime is UTC)."""
-        return self._storage.setAlarm(scheduledTime, options)
+        return self._storage.setAlarm(scheduledTime, options, **kwargs)
 
-    def deleteAlarm(self, options: Mapping[str, Any] | None = None) -> Resolved[None]:
+    def deleteAlarm(
+        self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Resolved[None]:
         """Remove the alarm, if any."""
-        return self._storage.deleteAlarm(options)
+        return self._storage.deleteAlarm(options, **kwargs)
 
-    def deleteAll(self, options: Mapping[str, Any] | None = None) -> Resolved[None]:
+    def deleteAll(
+        self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Resolved[None]:
         """Delete all SQL tables, all KV data and the alarm, atomically with the turn."""
-        return self._storage.deleteAll(options)
+        return self._storage.deleteAll(options, **kwargs)
 
     async def transaction(
         self, closure: Callable[[Transaction], Any], options: Mapping[str, Any] | None = None

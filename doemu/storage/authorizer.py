@@ -99,6 +99,7 @@ def _null_number_or_object_name(arg: str | None) -> bool:
 # util/sqlite.c++ ALLOWED_PRAGMAS and the special cases in isAuthorized(): pragma → argument rule.
 ALLOWED_PRAGMAS: dict[str, Callable[[str | None], bool]] = {
     "data_version": _no_arg,
+    "page_size": _no_arg,  # reading it is allowed (workerd, observed 2026-11-17); setting is not
     "case_sensitive_like": _boolean_arg,
     "foreign_keys": _boolean_arg,
     "defer_foreign_keys": _boolean_arg,

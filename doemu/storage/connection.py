@@ -31,7 +31,7 @@ from doemu.errors import StorageError
 from doemu.storage import messages
 from doemu.storage.authorizer import Authorizer
 from doemu.storage.files import ObjectFiles, write_template
-from doemu.storage.limits import StorageLimits
+from doemu.storage.limits import StorageLimits, apply_workerd_limits
 
 __all__ = ["Savepoint", "StorageConnection", "internal_sql"]
 
@@ -131,6 +131,7 @@ class StorageConnection:
             if not created:  # a file from elsewhere (an older doemu, a copy) may lack it
                 for statement in _SCHEMA:
                     db.execute(statement)
+            apply_workerd_limits(db)
             if limits is not None:
                 limits.apply_sqlite_limits(db)
             db.set_authorizer(self.authorizer)

@@ -15,7 +15,23 @@ from dataclasses import dataclass
 from doemu.errors import LimitExceededError
 from doemu.storage import messages
 
-__all__ = ["StorageLimits"]
+__all__ = ["WORKERD_SQLITE_LIMITS", "StorageLimits", "apply_workerd_limits"]
+
+#: SQLite's run-time limits as workerd sets them for every SQLite-backed object (locally too):
+#: 100 bound parameters, 5 terms in a compound SELECT, 100 columns, 50-byte LIKE/GLOB patterns.
+WORKERD_SQLITE_LIMITS = (
+    (sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 100),
+    (sqlite3.SQLITE_LIMIT_COMPOUND_SELECT, 5),
+    (sqlite3.SQLITE_LIMIT_COLUMN, 100),
+    (sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 50),
+)
+
+
+def apply_workerd_limits(db: sqlite3.Connection) -> None:
+    """Set :data:`WORKERD_SQLITE_LIMITS` on ``db`` (what every object's connection has)."""
+    for limit, value in WORKERD_SQLITE_LIMITS:
+        db.setlimit(limit, value)
+
 
 # workerd accepts values a little over the advertised size, because its serializer adds a few bytes
 # of framing (api/actor-state.c++, ENFORCED_MAX_VALUE_SIZE). msgpack's framing is similar.

@@ -54,14 +54,9 @@ SQL_NO_STATEMENT = "SQL code did not contain a statement."
 ONE_NONE = "Expected exactly one result from SQL query, but got no results."
 ONE_MULTIPLE = "Expected exactly one result from SQL query, but got multiple results."
 
-# api/actor-state.c++, DurableObjectStorage::getSqliteDb() (production, KV-backed class)
-SQL_NOT_ENABLED = (
-    "This Durable Object is not backed by SQLite storage, so the SQL API is not available. "
-    "SQL can be enabled on a new Durable Object class by using the `new_sqlite_classes` "
-    "instead of `new_classes` under `[[migrations]]` in your wrangler.toml, but an "
-    "already-deployed class cannot be converted to SQLite (except by deleting the existing "
-    "data)."
-)
+# workerd (local, 2026-11-17): ctx.storage.sql of a class without new_sqlite_classes. Cloudflare's
+# production text is longer (it explains the migration); doemu matches the runtime it emulates.
+SQL_NOT_ENABLED = "SQL is not enabled for this Durable Object class."
 
 # api/actor-state.c++, DurableObjectStorageOperations::list() / put()
 LIST_BOTH_STARTS = "list() cannot be called with both start and startAfter values."

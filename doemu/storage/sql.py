@@ -14,6 +14,7 @@ A failed statement leaves the connection and the turn's other writes intact.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import Any
 
@@ -57,6 +58,11 @@ _PRIMARY_CODES = {
     28: "SQLITE_WARNING",
 }
 _SQLITE_AUTH = 23
+_SQLITE_CONSTRAINT = 19
+#: ``ALTER TABLE t RENAME TO _cf_…``: a rename to a reserved name (quoted or not).
+_RENAME_TO_RESERVED = re.compile(
+    r"\bALTER\s+TABLE\b.*?\bRENAME\s+TO\s+[\"`\[']?_cf_", re.IGNORECASE | re.DOTALL
+)
 
 _DATABASE_SIZE = internal_sql(
     "SELECT ((SELECT page_count FROM pragma_page_count()) - "
@@ -105,7 +111,8 @@ def split_statements(sql: str) -> list[str]:
 
 def _binding(index: int, value: Any) -> Any:
     if isinstance(value, bool):
-        return int(value)
+        # A Python bool reaches workerd as a JavaScript boolean, which SQLite stores as text.
+        return "true" if value else "false"
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     # Subclasses such as IntEnum or StrEnum bind as their base type.
@@ -151,6 +158,10 @@ class SqlStorage:
         statements = split_statements(query)
         if not statements:
             raise SqlError(messages.SQL_NO_STATEMENT)
+        for statement in statements:
+            if _RENAME_TO_RESERVED.search(statement):
+                # SQLite's authorizer never sees a rename's new name; workerd refuses it.
+                raise SqlNotAllowedError("not authorized: SQLITE_AUTH")
         params = _bindings(bindings)
         db = conn.db
         with conn.user_statement():
@@ -193,6 +204,9 @@ class SqlStorage:
         primary = code & 0xFF if isinstance(code, int) else None
         name = _PRIMARY_CODES.get(primary) if primary is not None else None
         text = f"{exc}: {name}" if name else str(exc)
+        if primary == _SQLITE_CONSTRAINT and code != primary:
+            # workerd names the extended code of a constraint failure.
+            text += f" (extended: {getattr(exc, 'sqlite_errorname', code)})"
         if primary == _SQLITE_AUTH or str(exc).startswith("not authorized"):
             return SqlNotAllowedError(text)
         return SqlError(text)

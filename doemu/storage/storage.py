@@ -28,7 +28,7 @@ from doemu.storage.connection import StorageConnection, internal_sql
 from doemu.storage.files import ObjectFiles
 from doemu.storage.kv import KvStore
 from doemu.storage.limits import StorageLimits
-from doemu.storage.operations import AsyncKvMethods
+from doemu.storage.operations import AsyncKvMethods, check_options
 from doemu.storage.resolved import Resolved, rejected
 from doemu.storage.sql import SqlStorage
 from doemu.storage.sync_kv import SyncKvStorage
@@ -44,6 +44,7 @@ __all__ = ["ObjectStorage"]
 
 T = TypeVar("T")
 
+_DELETE_ALL = frozenset({"allowConcurrency", "allowUnconfirmed", "noCache"})
 _GET_META = internal_sql("SELECT value FROM _cf_METADATA WHERE key = ?")
 _SET_META = internal_sql("INSERT OR REPLACE INTO _cf_METADATA (key, value) VALUES (?, ?)")
 
@@ -122,10 +123,13 @@ class ObjectStorage(AsyncKvMethods):
             raise StorageError(messages.SQL_NOT_ENABLED)
         return self._sync_kv
 
-    def deleteAll(self, options: Mapping[str, Any] | None = None) -> Resolved[None]:
+    def deleteAll(
+        self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> Resolved[None]:
         """Delete all SQL tables, all KV data and the alarm, atomically with the turn."""
         try:
             self._conn.check_open()
+            check_options("deleteAll", _DELETE_ALL, options, kwargs)
             if self._conn.in_savepoint:
                 # workerd: inside transaction()/transactionSync(), ctx.storage is part of the
                 # transaction, and deleteAll() fails there as txn.deleteAll() does.
