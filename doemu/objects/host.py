@@ -30,6 +30,15 @@ from ..persist import object_file
 from ..sockets.registry import SocketRegistry
 from ..storage import DurableObjectStorage, ObjectStorage
 from .context import DurableObjectState
+from .gates import (
+    BLOCK_CONCURRENCY_NESTING_MESSAGE,
+    BLOCK_CONCURRENCY_TIMEOUT_MESSAGE,
+    BLOCK_CONCURRENCY_TIMEOUT_MS,
+    MAX_BLOCK_CONCURRENCY_NESTING,
+    ResetAware,
+    holding,
+    run_inline,
+)
 from .services import HostServices, ObjectClass
 
 __all__ = [
@@ -43,21 +52,7 @@ __all__ = [
 
 _log = logging.getLogger("doemu.host")
 
-BLOCK_CONCURRENCY_TIMEOUT_MS = 30_000
-BLOCK_CONCURRENCY_TIMEOUT_MESSAGE = (
-    "A call to blockConcurrencyWhile() in a Durable Object waited for too long. "
-    "The call was canceled and the Durable Object was reset."
-)
 _DEFAULT_ABORT_REASON = "Durable Object was aborted by ctx.abort()."
-
-#: How deep blockConcurrencyWhile() calls may nest inside each other (workerd's limit).
-MAX_BLOCK_CONCURRENCY_NESTING = 64
-BLOCK_CONCURRENCY_NESTING_MESSAGE = "blockConcurrencyWhile() calls are nested too deeply."
-
-#: The host whose blockConcurrencyWhile callback the current task runs in, and the nesting depth.
-_holding: ContextVar[tuple[ObjectHost, int] | None] = ContextVar(
-    "doemu_block_concurrency", default=None
-)
 
 #: The host whose event is running in the current task (used by stubs for the output gate).
 current_host: ContextVar[ObjectHost | None] = ContextVar("doemu_current_host", default=None)
@@ -262,23 +257,23 @@ class ObjectHost:
 
     def block_concurrency_while(self, fn: Callable[[], Any]) -> Awaitable[Any]:
         loop = asyncio.get_running_loop()
-        holding = _holding.get()
-        if holding is not None and holding[0] is self:
+        held = holding.get()
+        if held is not None and held[0] is self:
             # Nested critical section (as workerd allows): the outer one already holds the gate,
             # so it runs at once, however deep, up to workerd's limit.
-            depth = holding[1] + 1
+            depth = held[1] + 1
             if depth > MAX_BLOCK_CONCURRENCY_NESTING:
                 self.reset(BLOCK_CONCURRENCY_NESTING_MESSAGE)
                 raise ObjectResetError(BLOCK_CONCURRENCY_NESTING_MESSAGE)
             context = contextvars.copy_context()
-            context.run(_holding.set, (self, depth))
-            return loop.create_task(_run_inline(fn), context=context)
+            context.run(holding.set, (self, depth))
+            return loop.create_task(run_inline(fn), context=context)
         generation = self.generation
         previous = list(self._blockers)
 
         async def runner() -> Any:
             current_host.set(self)
-            _holding.set((self, 1))
+            holding.set((self, 1))
             if previous:
                 await asyncio.wait(previous)
             result = fn()
@@ -305,7 +300,7 @@ class ObjectHost:
                 self._settled()
 
         task.add_done_callback(done)
-        return _ResetAware(task, self)
+        return ResetAware(task, lambda: self.last_reset)
 
     def _block_timeout(self, task: asyncio.Task[Any], generation: int) -> None:
         if task.done() or generation != self.generation:
@@ -390,34 +385,3 @@ class ObjectHost:
 
     def _on_alarm_commit(self, when: float | None) -> None:
         self._services.alarm_committed(self.key, when, self.id.name)
-
-
-class _ResetAware:
-    """Awaitable for blockConcurrencyWhile: a reset surfaces as ObjectResetError, not cancel."""
-
-    __slots__ = ("_host", "_task")
-
-    def __init__(self, task: asyncio.Task[Any], host: ObjectHost) -> None:
-        self._task = task
-        self._host = host
-
-    def __await__(self) -> Any:
-        try:
-            return (yield from self._task.__await__())
-        except asyncio.CancelledError:
-            if self._task.cancelled() and not _self_cancelled():
-                reset = self._host.last_reset or ObjectResetError("Durable Object was reset.")
-                raise type(reset)(reset.reason) from None
-            raise
-
-
-async def _run_inline(fn: Callable[[], Any]) -> Any:
-    result = fn()
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-def _self_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
