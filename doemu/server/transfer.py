@@ -67,10 +67,20 @@ async def read_request_body(scope: Message, receive: Receive, max_body: int) -> 
                 )
     body = RequestBody()
     if declared is not None and declared <= EAGER_BODY:
+        # The common case, kept to a plain loop: no generator, no stream.
         chunks: list[bytes] = []
-        async for chunk in _chunks(receive, max_body, body):
-            chunks.append(chunk)
-        body.data = b"".join(chunks) or None
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HttpError(400, "client disconnected before sending the whole body")
+            chunk = message.get("body", b"")
+            if chunk:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body.complete = True
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        body.data = data or None
         return body
     if scope.get("method") in ("GET", "HEAD") and declared is None:
         body.complete = True  # nothing follows a bodiless request
