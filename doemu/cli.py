@@ -27,6 +27,7 @@ import click
 
 from . import __version__
 from .config import (
+    DURABILITY_LEVELS,
     LOOPS,
     DoemuSettings,
     DurableObjectBinding,
@@ -91,6 +92,13 @@ def main() -> None:
     "--persist/--no-persist",
     default=None,
     help="--no-persist uses a temporary directory removed on exit.",
+)
+@click.option(
+    "--durability",
+    default=None,
+    type=click.Choice(DURABILITY_LEVELS),
+    help="What an acknowledged write survives: a power loss (fsync before output) or a "
+    "process crash.  [default: power]",
 )
 @click.option(
     "--idle-timeout",

@@ -28,6 +28,7 @@ from .alarms import AlarmKey, AlarmService
 from .clock import Clock, SystemClock
 from .compat import set_clock, set_env, set_output_gate, set_wait_until
 from .compat.outbound import close_clients
+from .config import Durability
 from .errors import DoemuError
 from .events import EventBus
 from .objects import (
@@ -42,6 +43,7 @@ from .objects import (
 from .objects.services import Evictable
 from .persist import namespace_dir, unique_key
 from .storage import ObjectStorage, StorageLimits
+from .storage.durability import SyncPool
 from .storage.files import ObjectFiles
 
 __all__ = ["ClassSpec", "Env", "Runtime", "current_entry"]
@@ -90,8 +92,13 @@ class Runtime:
         max_live_objects: int | None = None,
         limits: StorageLimits | None = None,
         rng: random.Random | None = None,
+        durability: Durability = "process",
     ) -> None:
         self.worker_name = worker_name
+        #: ``power``: commits are fsynced (off the loop) before their output leaves the object;
+        #: ``process``: they survive the process being killed. See doemu.storage.durability.
+        self.durability: Durability = durability
+        self.sync_pool: SyncPool | None = SyncPool() if durability == "power" else None
         self._clock: Clock = clock or SystemClock()
         self.limits = limits
         self._temp_dir: str | None = None
@@ -102,7 +109,7 @@ class Runtime:
         self.persist_dir.mkdir(parents=True, exist_ok=True)
         rng = rng or random.Random()
         self.events = EventBus(self._clock.now)
-        self.files = ObjectFiles()
+        self.files = ObjectFiles(durable=self.sync_pool is not None)
         self.eviction = EvictionManager(
             self._clock, idle_timeout, max_live=max_live_objects, rng=rng
         )
@@ -247,6 +254,8 @@ class Runtime:
         self.alarms.close()
         await asyncio.sleep(0)
         await asyncio.to_thread(self.files.close)  # deferred closes land; spares are removed
+        if self.sync_pool is not None:
+            await asyncio.to_thread(self.sync_pool.close)  # fsyncs in flight land
         await close_clients()  # the outbound fetch connection pool of this loop
         set_output_gate(None, if_current=self._output_gate)
         set_wait_until(None, if_current=self._wait_until)

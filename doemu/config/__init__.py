@@ -50,8 +50,10 @@ from .model import MigrationError as MigrationError
 from .model import SettingsError as SettingsError
 from .model import WorkerConfig as WorkerConfig
 from .model import display_path as display_path
+from .settings import DURABILITY_LEVELS as DURABILITY_LEVELS
 from .settings import LOOPS as LOOPS
 from .settings import DoemuSettings as DoemuSettings
+from .settings import Durability as Durability
 from .settings import Limits as Limits
 from .settings import Loop as Loop
 from .settings import parse_idle_timeout as parse_idle_timeout
@@ -60,12 +62,14 @@ from .validate import parse_config as parse_config
 
 __all__ = [
     "CONFIG_FILE_NAMES",
+    "DURABILITY_LEVELS",
     "LOOPS",
     "ClassInfo",
     "ConfigNotFoundError",
     "ConfigSyntaxError",
     "ConfigValueError",
     "DoemuSettings",
+    "Durability",
     "DurableObjectBinding",
     "Loop",
     "MigrationError",

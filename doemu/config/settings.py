@@ -1,7 +1,7 @@
 """doemu's own settings: CLI flags > ``DOEMU_*`` variables > ``[tool.doemu]`` > defaults.
 
-They say how doemu runs (address, persistence, idle eviction, limits), not what the Worker is,
-so they never come from the wrangler file and are resolved apart from
+They say how doemu runs (address, persistence, durability, idle eviction, limits), not what
+the Worker is, so they never come from the wrangler file and are resolved apart from
 :class:`~doemu.config.model.WorkerConfig`, with their own error
 (:class:`~doemu.config.model.SettingsError`) naming the flag, variable or key at fault.
 """
@@ -21,13 +21,26 @@ from typing import Any, Literal, cast
 from .checker import show
 from .model import SettingsError, display_path
 
-__all__ = ["LOOPS", "DoemuSettings", "Limits", "Loop", "parse_idle_timeout", "resolve_settings"]
+__all__ = [
+    "DURABILITY_LEVELS",
+    "LOOPS",
+    "DoemuSettings",
+    "Durability",
+    "Limits",
+    "Loop",
+    "parse_idle_timeout",
+    "resolve_settings",
+]
 
 
 Limits = Literal["local", "production"]
 #: The event loop ``doemu dev`` runs on: ``auto`` is uvloop when it can be imported, else asyncio.
 Loop = Literal["auto", "asyncio", "uvloop"]
 LOOPS: tuple[Loop, ...] = ("auto", "asyncio", "uvloop")
+#: What a commit survives before its output leaves the object: the process being killed, or a
+#: power loss (see :mod:`doemu.storage.durability`; spelled out here so settings import nothing).
+Durability = Literal["process", "power"]
+DURABILITY_LEVELS: tuple[Durability, ...] = ("process", "power")
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,8 @@ class DoemuSettings:
     port: int = 8787
     persist_to: Path = Path(".doemu/state")
     persist: bool = True
+    #: ``power`` by default: an acknowledged write survives a power cut, as on workerd.
+    durability: Durability = "power"
     idle_timeout: tuple[float, float] = (70.0, 140.0)
     reload: bool = False
     log_level: str = "info"
@@ -48,7 +63,7 @@ class DoemuSettings:
 
 
 _SETTING_NAMES = (
-    "host", "port", "persist_to", "persist", "idle_timeout", "reload", "log_level",
+    "host", "port", "persist_to", "persist", "durability", "idle_timeout", "reload", "log_level",
     "admin_token", "limits", "max_live_objects", "loop",
 )  # fmt: skip
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -129,6 +144,10 @@ def _parse_setting(name: str, value: Any, label: str, relative_to: Path) -> Any:
     elif name in ("persist", "reload"):
         expected = "true or false (also 1/0, yes/no, on/off)"
         result = _bool(value)
+    elif name == "durability":
+        expected = "process or power"
+        if isinstance(value, str) and value.strip().lower() in DURABILITY_LEVELS:
+            result = value.strip().lower()
     elif name == "idle_timeout":
         expected = "seconds like 70-140 or 5"
         result = parse_idle_timeout(value)
@@ -235,4 +254,6 @@ def resolve_settings(
         values["limits"] = cast(Limits, values["limits"])
     if "loop" in values:
         values["loop"] = cast(Loop, values["loop"])
+    if "durability" in values:
+        values["durability"] = cast(Durability, values["durability"])
     return DoemuSettings(**values)

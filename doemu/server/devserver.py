@@ -217,6 +217,7 @@ async def serve(
                 classes={name: ClassSpec(c.cls, c.sql) for name, c in loaded.classes.items()},
                 bindings={b.name: b.class_name for b in worker.bindings},
                 persist_dir=settings.persist_to if settings.persist else None,
+                durability=settings.durability,
                 vars=worker.vars,
                 idle_timeout=settings.idle_timeout,
                 max_live_objects=settings.max_live_objects,
@@ -255,6 +256,12 @@ async def serve(
         await serving
 
 
+_DURABILITY_LINES = {
+    "power": "power (each commit fsynced before its output leaves)",
+    "process": "process (commits survive a crash of doemu, not of the machine)",
+}
+
+
 def _banner(
     worker: WorkerConfig, loaded: LoadedWorker, runtime: Runtime, settings: DoemuSettings, url: str
 ) -> None:
@@ -268,6 +275,7 @@ def _banner(
     click.echo(f"  url:     {url}")
     click.echo(f"  admin:   {url}/__doemu/api/health")
     click.echo(f"  persist: {persist}")
+    click.echo(f"  durable: {_DURABILITY_LINES[settings.durability]}")
     click.echo(f"  loop:    {_loop_name(asyncio.get_running_loop())}")
     entry = f"Default ({loaded.entry.__module__})" if loaded.entry else "default router"
     click.echo(f"  entry:   {entry}")
@@ -295,6 +303,7 @@ def run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
     args = [
         sys.executable, "-m", "doemu", "dev", "--no-reload", "--reload-child",
         "--host", settings.host, "--port", str(port), "--persist-to", str(persist),
+        "--durability", settings.durability,
         "--log-level", settings.log_level, "--limits", settings.limits, "--loop", settings.loop,
         "--idle-timeout", f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
     ]  # fmt: skip

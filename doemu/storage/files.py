@@ -25,9 +25,13 @@ object) spent most of its time in ``close()``.
   file are safe in any case (SQLite's shared-memory WAL locking), so a wait that times out opens
   the file anyway.
 
-Durability is unchanged. The promise is the one of WAL with ``synchronous=NORMAL``: a commit
-survives the process being killed once ``COMMIT`` returns; the template files are ordinary writes
-in the page cache, like any commit, and any prefix of them is a valid (empty) database.
+Durability: at the process level (WAL with ``synchronous=NORMAL``) a commit survives the process
+being killed once ``COMMIT`` returns; the template files are ordinary writes in the page cache,
+like any commit, and any prefix of them is a valid (empty) database. At the power level
+(``durable=True``) the worker fsyncs each spare's files and the spare directory as it makes them,
+and :meth:`ObjectFiles.create` returns what the new object's first commit must fsync besides its
+WAL: the directory entries the renames made (and, once per directory, the entry naming the
+directory itself), plus the database file when it was written in place.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from doemu.storage.durability import fsync_paths
 
 __all__ = ["SPARE_DIR", "ObjectFiles", "template", "write_template"]
 
@@ -111,8 +117,11 @@ class ObjectFiles:
     which also removes the unused spares.
     """
 
-    def __init__(self, *, spares: int = DEFAULT_SPARES) -> None:
+    def __init__(self, *, spares: int = DEFAULT_SPARES, durable: bool = False) -> None:
         self._target = spares
+        #: Power-loss durability: spares are fsynced, new files' entries reported (see above).
+        self.durable = durable
+        self._named: set[Path] = set()
         self._lock = threading.Lock()
         self._ready: dict[Path, list[Path]] = {}
         self._filling: set[Path] = set()
@@ -129,8 +138,11 @@ class ObjectFiles:
 
     # -- the loop side --------------------------------------------------------------------------
 
-    def create(self, path: Path, schema: Sequence[str]) -> None:
-        """Make ``path`` a new, empty object database (the caller saw that it does not exist)."""
+    def create(self, path: Path, schema: Sequence[str]) -> tuple[str, ...]:
+        """Make ``path`` a new, empty object database (the caller saw that it does not exist).
+
+        Returns the paths to fsync before the object's first output (none unless durable).
+        """
         directory = path.parent
         spare = self._take(directory)
         if spare is not None:
@@ -143,6 +155,13 @@ class ObjectFiles:
         if spare is None:
             write_template(path, schema)
         self._top_up(directory, schema)
+        if not self.durable:
+            return ()
+        unsynced: tuple[str, ...] = () if spare is not None else (str(path),)
+        if directory not in self._named:  # the directory's own entry, once per process
+            self._named.add(directory)
+            unsynced += (str(directory.parent),)
+        return (*unsynced, str(directory))
 
     def close_later(
         self, db: sqlite3.Connection, path: Path | None = None, *, reusable: bool = True
@@ -256,6 +275,8 @@ class ObjectFiles:
         spare = spare_dir / f"{os.getpid()}-{next(self._seq)}.sqlite"
         write_template(spare, schema)
         Path(f"{spare}-shm").touch()
+        if self.durable:  # here, off the loop: a renamed spare is then durable but for its name
+            fsync_paths((str(spare), f"{spare}-wal", str(spare_dir)))
         with self._lock:
             self._ready.setdefault(directory, []).append(spare)
         self._submit(functools.partial(self._fill, directory, schema))
