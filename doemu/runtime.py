@@ -113,7 +113,13 @@ class Runtime:
         self.eviction = EvictionManager(
             self._clock, idle_timeout, max_live=max_live_objects, rng=rng
         )
-        self.alarms = AlarmService(self._clock, rng, self.events.emit, self._alarm_target)
+        self.alarms = AlarmService(
+            self._clock,
+            rng,
+            self.events.emit,
+            self._alarm_target,
+            durable=self.sync_pool is not None,
+        )
         binding_map = dict(bindings) if bindings is not None else {n: n for n in classes}
         self.namespaces: dict[str, Namespace] = {}
         self.bindings: dict[str, Namespace] = {}
@@ -155,6 +161,8 @@ class Runtime:
         sql_enabled: bool,
         has_alarm_handler: bool,
         on_alarm_commit: Callable[[float | None], None],
+        on_alarm_prepare: Callable[[float | None], None],
+        on_commit_failed: Callable[[BaseException], None],
         exclusive: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
     ) -> ObjectStorage:
         return ObjectStorage(
@@ -164,12 +172,18 @@ class Runtime:
             limits=self.limits,
             has_alarm_handler=has_alarm_handler,
             on_alarm_commit=on_alarm_commit,
+            on_alarm_prepare=on_alarm_prepare,
             exclusive=exclusive,
             files=self.files,
+            sync_pool=self.sync_pool,
+            on_commit_failed=on_commit_failed,
         )
 
     def alarm_committed(self, key: AlarmKey, when: float | None, name: str | None) -> None:
         self.alarms.committed(key, when, name)
+
+    def alarm_prepared(self, key: AlarmKey, when: float | None, name: str | None) -> None:
+        self.alarms.prepared(key, when, name)
 
     def preempting(self) -> bool:
         return self.alarms.preempting()
@@ -230,11 +244,11 @@ class Runtime:
         self.track(asyncio.ensure_future(awaitable))
 
     @staticmethod
-    def _output_gate() -> None:
-        """Before a stream chunk leaves user code: commit the current object's writes."""
+    def _output_gate() -> asyncio.Future[None] | None:
+        """Before a stream chunk leaves user code: commit the current object's writes, and
+        say what the chunk must wait for (None: nothing)."""
         host = current_host.get()
-        if host is not None:
-            host.output_gate()
+        return None if host is None else host.output_barrier()
 
     async def close(self) -> None:
         """Commit and close every object; stop timers. Safe to call twice."""

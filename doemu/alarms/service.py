@@ -38,9 +38,11 @@ from typing import Any, Protocol
 from ..clock import Clock
 from ..compat import call_relaxed
 from ..errors import DoemuError
+from ..faults import crash_point
 from ..ids import DurableObjectId, is_hex_id
 from ..persist import metadata_file
 from ..storage import ObjectStorage
+from ..storage.durability import fsync_paths
 from .scheduler import AlarmKey, AlarmScheduler
 from .table import AlarmTable
 
@@ -109,8 +111,19 @@ class _Retry:
 class AlarmService:
     """Owns the scheduler, the alarm tables and the retry state; see the module docstring."""
 
-    def __init__(self, clock: Clock, rng: random.Random, emit: Emit, resolve: Resolve) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        rng: random.Random,
+        emit: Emit,
+        resolve: Resolve,
+        *,
+        durable: bool = False,
+    ) -> None:
         self._clock = clock
+        self._durable = durable
+        #: Alarm times written to a table ahead of their object's commit (see :meth:`prepared`).
+        self._prepared: dict[AlarmKey, float] = {}
         self._rng = rng
         self._emit = emit
         self._resolve = resolve
@@ -123,7 +136,11 @@ class AlarmService:
 
     def add_namespace(self, unique_key: str, directory: Path, binding: str) -> None:
         """Open the alarm table of a namespace (``directory`` is its persist directory)."""
-        table = AlarmTable(metadata_file(directory))
+        path = metadata_file(directory)
+        created = self._durable and not path.exists()
+        table = AlarmTable(path, durable=self._durable)
+        if created:  # the new file's directory entry, before any alarm relies on it
+            fsync_paths((str(path), str(directory), str(directory.parent)))
         self._namespaces[unique_key] = _Namespace(table, binding)
 
     # -- queries ----------------------------------------------------------------------------------
@@ -146,15 +163,39 @@ class AlarmService:
         return self._scheduler.preempting()
 
     # -- commit mirroring --------------------------------------------------------------------------
+    def prepared(self, key: AlarmKey, when: float | None, name: str | None) -> None:
+        """``key``'s object is about to commit alarm time ``when``: the table holds it first.
+
+        So a crash after the object's commit still leaves the alarm where start-up looks; a
+        crash before it leaves a row the object lacks, which fires once and is dropped (see
+        :meth:`_deliver`). ``None`` puts back a deletion after a failed commit.
+        """
+        table = self._namespaces[key[0]].table
+        if when is None:
+            self._prepared.pop(key, None)
+            table.delete(key[1])
+            return
+        table.set(key[1], when, name)
+        self._prepared[key] = when
+        crash_point("alarm-prepared")
+
     def committed(self, key: AlarmKey, when: float | None, name: str | None) -> None:
-        """A transaction that changed ``key``'s alarm is durable: mirror it and schedule it."""
+        """A transaction that changed ``key``'s alarm is durable: mirror it and schedule it.
+
+        A new time was written to the table by :meth:`prepared` before the commit; a deletion
+        is mirrored here, after it.
+        """
+        prepared = self._prepared.pop(key, None)
+        if when is not None:
+            crash_point("alarm-committed")
         table = self._namespaces[key[0]].table
         if when is None:
             table.delete(key[1])
             self._scheduler.cancel(key)
             self._retries.pop(key, None)
             return
-        table.set(key[1], when, name)
+        if prepared != when:  # set by the runtime itself, or an older storage without prepare
+            table.set(key[1], when, name)
         retry = self._retries.get(key)
         if retry is not None and retry.scheduled == when:
             return  # the alarm being retried, unchanged: its next attempt stays scheduled
@@ -197,7 +238,10 @@ class AlarmService:
             assert storage is not None  # the event activated the object
             stored = storage.alarm_time()
             if stored is None:
-                outcome["skipped"] = True  # deleted since it was scheduled
+                # Deleted since it was scheduled, or a row whose object commit never happened
+                # (a crash between the two writes, see prepared()): the table forgets it too.
+                outcome["skipped"] = True
+                self._forget(key)
                 return None
             if stored > self._clock.now():
                 # Moved later (or the clock stepped back): keep it scheduled, never drop it.
@@ -293,6 +337,12 @@ class AlarmService:
         else:
             table.set(key[1], when, target.id.name)
             self._scheduler.set(key, when)
+
+    def _forget(self, key: AlarmKey) -> None:
+        """Drop ``key``'s table row when it holds no alarm the object still has."""
+        namespace = self._namespaces.get(key[0])
+        if namespace is not None and key not in self._prepared:
+            namespace.table.delete(key[1])
 
     def _binding(self, key: AlarmKey) -> str:
         namespace = self._namespaces.get(key[0])

@@ -54,8 +54,11 @@ class AlarmTable:
     read thousands of rows, goes through aiosqlite so the loop stays responsive.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, durable: bool = False) -> None:
         self.path = path
+        #: Power-loss durability: a new alarm time is fsynced before it is written to the object
+        #: (see :meth:`set`); a deletion need not be (a stale row only wakes an object once).
+        self.durable = durable
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -65,6 +68,22 @@ class AlarmTable:
         )
 
     def set(self, actor_id: str, scheduled_ms: float, actor_name: str | None) -> None:
+        """Store an alarm time; at power-loss durability it is on disk when this returns.
+
+        The runtime calls it *before* the object's own commit of that alarm, so the row must not
+        be able to reach the disk after the object's file: that order is what lets a restart find
+        every alarm an object holds. An fsync on the loop, but only when an alarm time changes.
+        """
+        if self.durable:
+            self._conn.execute("PRAGMA synchronous=FULL")
+            try:
+                self._upsert(actor_id, scheduled_ms, actor_name)
+            finally:
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+            return
+        self._upsert(actor_id, scheduled_ms, actor_name)
+
+    def _upsert(self, actor_id: str, scheduled_ms: float, actor_name: str | None) -> None:
         self._conn.execute(
             "INSERT INTO _cf_ALARM(actor_id, scheduled_time, actor_name) VALUES (?, ?, ?) "
             "ON CONFLICT(actor_id) DO UPDATE SET scheduled_time = excluded.scheduled_time, "

@@ -7,6 +7,7 @@ here so the runtime can route them without the user-facing modules growing extra
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ _UNSET: Any = object()
 _clock: Clock = SystemClock()
 _env: Any = _UNSET
 _wait_until: Callable[[Awaitable[Any]], None] | None = None
-_output_gate: Callable[[], None] | None = None
+_output_gate: Callable[[], asyncio.Future[None] | None] | None = None
 
 
 def set_clock(clock: Clock | None) -> None:
@@ -83,7 +84,9 @@ def get_wait_until() -> Callable[[Awaitable[Any]], None]:
     return _wait_until
 
 
-def set_output_gate(fn: Callable[[], None] | None, *, if_current: Any = _UNSET) -> None:
+def set_output_gate(
+    fn: Callable[[], asyncio.Future[None] | None] | None, *, if_current: Any = _UNSET
+) -> None:
     """What runs before a stream chunk leaves user code: the current object's output gate."""
     global _output_gate
     if if_current is not _UNSET and _output_gate != if_current:
@@ -91,8 +94,8 @@ def set_output_gate(fn: Callable[[], None] | None, *, if_current: Any = _UNSET) 
     _output_gate = fn
 
 
-def before_output() -> None:
-    """Commit the current object's pending writes before output leaves it (no-op outside one)."""
+def before_output() -> asyncio.Future[None] | None:
+    """Commit the current object's pending writes before output leaves it; returns what the
+    output must wait for first (None: nothing, and always outside an object)."""
     gate = _output_gate
-    if gate is not None:
-        gate()
+    return None if gate is None else gate()

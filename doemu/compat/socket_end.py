@@ -12,7 +12,9 @@ plain methods and attributes below:
     events to its listeners; otherwise messages wait in ``inbox`` for whoever installs a sink
     (the server's bridge drains what the object sent before the handshake completed).
 ``before_send()``
-    Called before each send or close leaves this end: the object's output gate.
+    Called before each send or close leaves this end: the object's output gate. It returns what
+    the frame must wait for (None: nothing); frames that wait are kept in ``held`` and leave in
+    order (:class:`~doemu.compat.held.HeldOutput`).
 ``forward*``
     Network → worker, called on the *client* end: they reach the server end as if the remote
     peer had sent them. A disconnect without a Close frame is ``forward_close(1006, ..., False)``.
@@ -31,6 +33,7 @@ plain methods and attributes below:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections import deque
@@ -39,6 +42,8 @@ from typing import Any
 
 from .. import clone
 from ..errors import WebSocketError
+from . import _state
+from .held import HeldOutput
 from .ws_events import CloseEvent, ErrorEvent, Event, Message, MessageEvent
 
 __all__ = ["MAX_ATTACHMENT_SIZE", "MAX_CLOSE_REASON_BYTES", "SocketEnd"]
@@ -80,6 +85,7 @@ class SocketEnd:
         "error",
         "error_sink",
         "extensions",
+        "held",
         "hibernatable",
         "inbox",
         "listeners",
@@ -116,7 +122,9 @@ class SocketEnd:
         self.sink: Callable[[Message], None] | None = None
         self.close_sink: Callable[[int, str, bool], None] | None = None
         self.error_sink: Callable[[BaseException], None] | None = None
-        self.before_send: Callable[[], None] | None = None
+        self.before_send: Callable[[], asyncio.Future[None] | None] | None = None
+        #: Frames waiting behind the output gate (made on the first one that has to wait).
+        self.held: HeldOutput | None = None
         self.on_discard: Callable[[], None] | None = None
         self.auto_reply_close = True
 
@@ -144,6 +152,8 @@ class SocketEnd:
         if self.accepted:
             return
         self.accepted = True
+        if self.before_send is None:  # inside an object, its frames pass the output gate too
+            self.before_send = _state.before_output
         try:
             asyncio.get_running_loop().call_soon(self.flush_inbox)
         except RuntimeError:
@@ -160,10 +170,14 @@ class SocketEnd:
             return  # the spec: sends after the connection is gone are silently dropped
         if not self.accepted:
             raise WebSocketError(_MUST_ACCEPT)
-        if self.before_send is not None:
-            self.before_send()
-        if self.peer is not None:
-            self.peer.receive(message)
+        peer = self.peer
+        if peer is None:
+            return
+        barrier = self.before_send() if self.before_send is not None else None
+        if barrier is None and self.held is None:
+            peer.receive(message)
+        else:
+            self._hold(barrier, functools.partial(peer.receive, message))
 
     def close(self, code: int | None = None, reason: str | None = None) -> None:
         if self.closed_outgoing or self.outgoing_aborted or self.released:
@@ -187,11 +201,30 @@ class SocketEnd:
                     f"The WebSocket close reason must not be longer than "
                     f"{MAX_CLOSE_REASON_BYTES} bytes (UTF-8)."
                 )
-        if self.before_send is not None:
-            self.before_send()
+        barrier = self.before_send() if self.before_send is not None else None
         self.closed_outgoing = True
+        peer = self.peer
+        if peer is not None:
+            deliver = functools.partial(
+                peer.receive_close, 1005 if code is None else code, str(reason or ""), True
+            )
+            if barrier is None and self.held is None:
+                deliver()
+            else:
+                self._hold(barrier, deliver)
+
+    def _hold(self, barrier: asyncio.Future[None] | None, deliver: Callable[[], None]) -> None:
+        """Send behind the output gate, after whatever this end already holds."""
+        if self.held is None:
+            self.held = HeldOutput(self._gate_failed)
+        self.held.send(barrier, deliver)
+
+    def _gate_failed(self, error: BaseException) -> None:
+        """The writes a held frame waited for failed: it never leaves; the peer sees an error."""
+        _log.error("WebSocket output dropped: the storage writes before it failed: %s", error)
+        self.outgoing_aborted = True
         if self.peer is not None:
-            self.peer.receive_close(1005 if code is None else code, str(reason or ""), True)
+            self.peer.receive_error(WebSocketError(f"the sending Durable Object failed: {error}"))
 
     def serialize_attachment(self, value: Any) -> None:
         """Keep a structured-clone copy of ``value`` (at most 16 KiB serialized)."""
@@ -348,7 +381,7 @@ class SocketEnd:
         self.accepted = True
         self.hibernatable = True
 
-    def bind(self, before_send: Callable[[], None] | None) -> None:
+    def bind(self, before_send: Callable[[], asyncio.Future[None] | None] | None) -> None:
         """``ctx.acceptWebSocket``: become hibernatable; ``before_send`` runs before each send."""
         self.accept_hibernatable()
         self.before_send = before_send

@@ -12,12 +12,15 @@ is what the readable side reads. ``writer.write(chunk)`` queues the chunk *when 
 JavaScript promise does, so an un-awaited write still writes) and returns an awaitable that
 settles once the stream has room again: awaiting it is how back-pressure reaches the producer.
 Each write first passes the object's output gate, so a chunk never leaves before the storage
-writes made before it are durable.
+writes made before it are durable: a chunk that must wait (for an fsync, or for the commit of a
+``transaction()`` still open) is held and delivered in order, and ``write()`` still does not
+block on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,6 +28,7 @@ from typing import Any
 from ..errors import StreamError
 from . import _state
 from .chunks import to_chunk
+from .held import HeldOutput
 from .jsclass import JsClass
 from .readable import ReadableStream
 from .streams import StreamCore
@@ -48,9 +52,13 @@ def _resolved() -> asyncio.Future[None]:
 
 
 class _Sink:
-    """Where a writable stream's chunks go: a stream core (identity transform) or callbacks."""
+    """Where a writable stream's chunks go: a stream core (identity transform) or callbacks.
 
-    __slots__ = ("closed", "core", "on_abort", "on_close", "on_write")
+    Chunks that must wait for the output gate wait in ``held`` (made on first need); a close
+    waits behind them.
+    """
+
+    __slots__ = ("closed", "core", "held", "on_abort", "on_close", "on_write")
 
     def __init__(
         self,
@@ -64,6 +72,21 @@ class _Sink:
         self.on_close = on_close
         self.on_abort = on_abort
         self.closed = False
+        self.held: HeldOutput | None = None
+
+    def send(self, barrier: asyncio.Future[None] | None, deliver: Callable[[], None]) -> None:
+        """Deliver now, or behind the output gate and what already waits there."""
+        if barrier is None and self.held is None:
+            deliver()
+            return
+        if self.held is None:
+            self.held = HeldOutput(self._gate_failed)
+        self.held.send(barrier, deliver)
+
+    def _gate_failed(self, error: BaseException) -> None:
+        """The storage writes the held chunks waited for failed: the reader sees the error."""
+        if self.core is not None:
+            self.core.fail(StreamError(f"the Durable Object writing this stream failed: {error}"))
 
 
 class WritableStreamDefaultWriter:
@@ -94,13 +117,18 @@ class WritableStreamDefaultWriter:
         if problem is not None:
             return _rejected(problem)
         data = to_chunk(chunk, "WritableStream write()")
-        _state.before_output()  # the output gate: earlier storage writes are durable first
+        barrier = _state.before_output()  # the output gate: earlier writes are durable first
         sink = self._sink
-        if sink.core is not None:
-            sink.core.enqueue(data)
-            return sink.core.wait_room()
+        core = sink.core
+        if core is not None:
+            sink.send(barrier, functools.partial(core.enqueue, data))
+            return core.wait_room()
         assert sink.on_write is not None
-        return asyncio.ensure_future(_call(sink.on_write, data))
+        if barrier is None and sink.held is None:
+            return asyncio.ensure_future(_call(sink.on_write, data))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        sink.send(barrier, lambda: _chain(done, _call(sink.on_write, data)))
+        return done
 
     def close(self) -> asyncio.Future[None]:
         """No more chunks; settles once everything written was read (or the stream failed)."""
@@ -110,8 +138,12 @@ class WritableStreamDefaultWriter:
         sink = self._sink
         sink.closed = True
         if sink.core is not None:
-            sink.core.close()
+            sink.send(None, sink.core.close)  # after the chunks held behind the output gate
             return sink.core.drained()
+        if sink.held is not None and sink.held.holding:  # after the chunks still held
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            sink.send(None, lambda: _chain(done, _call(sink.on_close)))
+            return done
         return asyncio.ensure_future(_call(sink.on_close)) if sink.on_close else _resolved()
 
     def abort(self, reason: object = None) -> asyncio.Future[None]:
@@ -147,6 +179,21 @@ class WritableStreamDefaultWriter:
     def closed(self) -> asyncio.Future[None]:
         core = self._sink.core
         return core.drained() if core is not None else _resolved()
+
+
+def _chain(done: asyncio.Future[None], work: Any) -> None:
+    """Run coroutine ``work`` as a task; ``done`` settles as it does."""
+
+    def settle(task: asyncio.Future[None]) -> None:
+        if done.done():
+            return
+        error = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(None)
+
+    asyncio.ensure_future(work).add_done_callback(settle)
 
 
 async def _call(fn: Callable[..., Any] | None, *args: Any) -> None:

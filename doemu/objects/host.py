@@ -123,6 +123,8 @@ class ObjectHost:
             sql_enabled=kind.spec.sql,
             has_alarm_handler=callable(getattr(cls, "alarm", None)),
             on_alarm_commit=self._on_alarm_commit,
+            on_alarm_prepare=self._on_alarm_prepare,
+            on_commit_failed=self._on_commit_failed,
             # An async transaction() holds the input gate, as on workerd.
             exclusive=self.block_concurrency_while,
         )
@@ -201,12 +203,14 @@ class ObjectHost:
             self._raise_if_reset(task)
             if storage is not None and storage is self.storage:
                 storage.commit()  # writes before the raise are kept, and durable before the error
+                await self._leave(storage, task)
             raise
         else:
             # A handler that swallowed the reset's cancellation must not report success.
             self._raise_if_reset(task)
             if storage is not None and storage is self.storage:
                 storage.commit()  # output gate: durable before anything leaves the object
+                await self._leave(storage, task)
             return result
         finally:
             current_host.reset(token)
@@ -236,10 +240,26 @@ class ObjectHost:
         if self._quiet is not None:
             self._quiet.set()
 
-    def output_gate(self) -> None:
-        """Commit pending writes now (before a WebSocket send or a call to another object)."""
-        if self.storage is not None:
-            self.storage.commit()
+    def output_barrier(self, *, hold: bool = True) -> asyncio.Future[None] | None:
+        """The output gate, before a frame, a stream chunk or a call leaves the object: commit
+        pending writes now and return what the output must wait for (None: nothing). See
+        :meth:`ObjectStorage.barrier` for ``hold``."""
+        storage = self.storage
+        if storage is None:
+            return None
+        storage.commit()
+        return storage.barrier(hold=hold)
+
+    async def _leave(self, storage: ObjectStorage, task: asyncio.Task[Any]) -> None:
+        """Before an event's result (or error) leaves: wait for the output gate, if it holds."""
+        barrier = storage.barrier()
+        if barrier is None:
+            return
+        try:
+            await barrier
+        except asyncio.CancelledError:
+            self._raise_if_reset(task)
+            raise
 
     # -- waitUntil / blockConcurrencyWhile ----------------------------------------------------
     def wait_until(self, awaitable: Awaitable[Any]) -> None:
@@ -385,3 +405,14 @@ class ObjectHost:
 
     def _on_alarm_commit(self, when: float | None) -> None:
         self._services.alarm_committed(self.key, when, self.id.name)
+
+    def _on_alarm_prepare(self, when: float | None) -> None:
+        self._services.alarm_prepared(self.key, when, self.id.name)
+
+    def _on_commit_failed(self, error: BaseException) -> None:
+        """A commit at the end of a turn, or its fsync, failed: the writes are gone (or may be).
+
+        As workerd breaks the output gate, the object is reset: events in flight fail with the
+        error, so a handler that went on after the failed turn cannot report success.
+        """
+        self.reset(f"Durable Object storage failed, so the object was reset: {error}")

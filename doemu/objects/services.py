@@ -83,12 +83,18 @@ class HostServices(Protocol):
         sql_enabled: bool,
         has_alarm_handler: bool,
         on_alarm_commit: Callable[[float | None], None],
+        on_alarm_prepare: Callable[[float | None], None],
+        on_commit_failed: Callable[[BaseException], None],
         exclusive: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
     ) -> ObjectStorage:
-        """A storage connection on the object file ``path`` (limits and file pool applied)."""
+        """A storage connection on the object file ``path`` (limits, file pool and durability
+        applied)."""
 
     def alarm_committed(self, key: tuple[str, str], when: float | None, name: str | None) -> None:
         """A transaction that changed the alarm of object ``key`` committed (None: deleted)."""
+
+    def alarm_prepared(self, key: tuple[str, str], when: float | None, name: str | None) -> None:
+        """Object ``key`` is about to commit alarm time ``when`` (None: put back a deletion)."""
 
     def preempting(self) -> bool:
         """Whether an event about to start should first let due alarms begin."""

@@ -18,6 +18,7 @@ from ..compat import call_relaxed, workers
 from ..compat.readable import ReadableStream, core_of
 from ..errors import DoemuError, ObjectResetError, RpcError
 from ..ids import DurableObjectId
+from ..sockets.registry import fetch_scope
 from .host import ObjectHost, current_host
 from .namespace import Namespace
 
@@ -122,9 +123,14 @@ class DurableObjectStub:
 
     async def _deliver_fetch(self, request: Any) -> Any:
         """doemu-internal: deliver a request the caller will not touch again (no copy)."""
-        _gate_caller()
+        barrier = _gate_caller()
+        if barrier is not None:
+            await barrier
+
+        accepted: set[Any] = set()  # the sockets this fetch accepts (see fetch_ended)
 
         def invoke(instance: Any) -> Any:
+            fetch_scope.set(accepted)  # in the handler's context, which nothing else shares
             handler = getattr(instance, "fetch", None)
             if handler is None:
                 raise RpcError(
@@ -136,15 +142,15 @@ class DurableObjectStub:
         try:
             response = await _invoke(host, "fetch", invoke)
         except BaseException:
-            host.sockets.fetch_ended(None)  # sockets accepted during a fetch that then failed
+            host.sockets.fetch_ended(None, accepted)  # sockets accepted by a fetch that failed
             raise
         if not isinstance(response, workers.Response):
-            host.sockets.fetch_ended(None)
+            host.sockets.fetch_ended(None, accepted)
             raise RpcError(
                 f"fetch() of {self._ns.class_name} must return a Response, "
                 f"got {type(response).__name__}"
             )
-        host.sockets.fetch_ended(response._web_socket)
+        host.sockets.fetch_ended(response._web_socket, accepted)
         body = response._body
         if isinstance(body, ReadableStream):
             # The object stays in memory while a body it produces is still being read.
@@ -168,7 +174,9 @@ class DurableObjectStub:
 
     async def _rpc(self, method: str, args: tuple[Any, ...]) -> Any:
         sent = clone.clone(list(args))
-        _gate_caller()
+        barrier = _gate_caller()
+        if barrier is not None:
+            await barrier
         class_name = self._ns.class_name
 
         def invoke(instance: Any) -> Any:
@@ -204,10 +212,14 @@ async def _invoke(host: ObjectHost, kind: str, fn: Callable[[Any], Any]) -> Any:
     return await asyncio.shield(task)
 
 
-def _gate_caller() -> None:
+def _gate_caller() -> asyncio.Future[None] | None:
+    """The calling object's output gate, before a call leaves it: what the call awaits first.
+
+    It waits for what is committed to be durable, never for a commit a ``transaction()`` still
+    holds back: that transaction may be waiting for this very call's answer.
+    """
     host = current_host.get()
-    if host is not None:
-        host.output_gate()
+    return None if host is None else host.output_barrier(hold=False)
 
 
 def _copy_exception(exc: Exception, class_name: str, method: str) -> Exception:

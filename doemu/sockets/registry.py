@@ -11,6 +11,7 @@ the object in memory instead, until they close.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -20,10 +21,17 @@ from ..compat.websocket import end_of
 from ..errors import ObjectResetError, WebSocketError
 from .delivery import StartOrder, start_socket_event
 
-__all__ = ["MAX_TAGS", "MAX_TAG_LENGTH", "SocketOwner", "SocketRegistry"]
+__all__ = ["MAX_TAGS", "MAX_TAG_LENGTH", "SocketOwner", "SocketRegistry", "fetch_scope"]
 
 MAX_TAGS = 10
 MAX_TAG_LENGTH = 256
+
+
+#: The sockets accepted by the fetch being handled (set by the stub that delivers it, read by
+#: :meth:`SocketRegistry.accept`): a context variable, so tasks the handler starts share it.
+fetch_scope: contextvars.ContextVar[set[Any] | None] = contextvars.ContextVar(
+    "doemu_fetch_scope", default=None
+)
 
 
 class SocketOwner(Protocol):
@@ -36,8 +44,9 @@ class SocketOwner(Protocol):
     def last_reset(self) -> ObjectResetError | None:
         """The reset that ended the last activation, if any (socket events compare it)."""
 
-    def output_gate(self) -> None:
-        """Commit the object's pending writes (before a frame leaves it)."""
+    def output_barrier(self) -> asyncio.Future[None] | None:
+        """Commit the object's pending writes (before a frame leaves it); what the frame must
+        wait for (None: nothing)."""
 
     async def call(self, kind: str, fn: Callable[[Any], Any]) -> Any:
         """Run ``fn(instance)`` as an event of the object, under its gates."""
@@ -59,7 +68,7 @@ class SocketRegistry:
         self._owner = owner
         self._tags: dict[Any, tuple[str, ...]] = {}
         self._pinned: set[Any] = set()
-        # Accepted during a fetch whose 101 response has not been returned yet.
+        # Accepted outside any fetch (an RPC method, an alarm): dropped when a fetch ends.
         self._uncoupled: set[Any] = set()
         self.auto_response: Any = None
         self._auto_timestamps: dict[Any, float] = {}
@@ -103,9 +112,10 @@ class SocketRegistry:
                 "acceptWebSocket() expects the server end of a WebSocketPair, "
                 f"got {type(ws).__name__}"
             ) from None
-        end.bind(self._owner.output_gate)  # validates like workerd; sends pass the output gate
+        end.bind(self._owner.output_barrier)  # validates like workerd; sends pass the output gate
         self._tags[ws] = tuple(distinct)
-        self._uncoupled.add(ws)
+        scope = fetch_scope.get()
+        (self._uncoupled if scope is None else scope).add(ws)
         end.sink = lambda message: self._message(ws, end, message)
         end.close_sink = lambda code, reason, clean=True: self._close(ws, code, reason, clean)
         end.error_sink = lambda error: self._error(ws, error)
@@ -130,20 +140,22 @@ class SocketRegistry:
         return self._auto_timestamps.get(ws)
 
     # -- the end of a fetch ------------------------------------------------------------------------
-    def fetch_ended(self, returned: Any) -> None:
+    def fetch_ended(self, returned: Any, accepted: set[Any]) -> None:
         """A fetch finished, returning the client end ``returned`` (or nothing).
 
-        The socket its 101 response carries stays; other sockets it accepted are dropped: a
-        handler that accepted one and then failed (or returned another pair's end) leaves a
-        server end nobody can ever reach, which must not linger in ``getWebSockets()``. A server
-        end the object handles itself (``accept()``) pins the object until it closes.
+        ``accepted`` is the fetch's :data:`fetch_scope`: the sockets it accepted. The one its
+        101 response carries stays; the others are dropped: a handler that accepted one and then
+        failed (or returned another pair's end) leaves a server end nobody can ever reach, which
+        must not linger in ``getWebSockets()``. Only this fetch's sockets: two upgrades to one
+        object may be in flight at once. A server end the object handles itself (``accept()``)
+        pins the object until it closes.
         """
         peer = end_of(returned).peer if returned is not None else None
-        if self._uncoupled:
-            for ws in list(self._uncoupled):
-                if peer is None or ws is not peer.socket:
-                    self.remove(ws)
-            self._uncoupled.clear()
+        for ws in [*accepted, *self._uncoupled]:
+            if peer is None or ws is not peer.socket:
+                self.remove(ws)
+        accepted.clear()
+        self._uncoupled.clear()
         if peer is not None and peer.dispatching:
             self._pin(peer)
 
@@ -161,6 +173,9 @@ class SocketRegistry:
         self._tags.pop(ws, None)
         self._auto_timestamps.pop(ws, None)
         self._uncoupled.discard(ws)
+        scope = fetch_scope.get()
+        if scope is not None:
+            scope.discard(ws)
 
     # -- frames for hibernatable sockets -----------------------------------------------------------
     def _message(self, ws: Any, end: SocketEnd, message: str | bytes) -> None:

@@ -75,6 +75,8 @@ class AlarmStore:
         "_conn",
         "_delivering",
         "_on_commit",
+        "_on_prepare",
+        "_prepared",
         "_touched",
         "has_alarm_handler",
     )
@@ -86,11 +88,15 @@ class AlarmStore:
         *,
         has_alarm_handler: bool,
         on_alarm_commit: Callable[[float | None], None] | None,
+        on_alarm_prepare: Callable[[float | None], None] | None = None,
     ) -> None:
         self._conn = conn
         self._clock = clock
         self.has_alarm_handler = has_alarm_handler
         self._on_commit = on_alarm_commit
+        self._on_prepare = on_alarm_prepare
+        #: An alarm time announced by before_commit for the commit under way.
+        self._prepared = False
         # A hint that the alarm may have changed since the last commit (may be stale after a
         # savepoint rollback: after_commit compares values anyway).
         self._touched = False
@@ -183,8 +189,27 @@ class AlarmStore:
         self._touched = True
         return touched
 
+    def before_commit(self) -> None:
+        """Called just before the implicit transaction commits: announce a new alarm time.
+
+        Only a time is announced (a deletion is reported after the commit): the runtime's table
+        then holds the alarm before the object's file does, so a crash between the two writes
+        leaves at worst a table row for an alarm the object lacks, which fires once, finds
+        nothing and is dropped, never an alarm that only a request to the object would find.
+        """
+        if not self._touched or self._on_prepare is None:
+            return
+        scheduled = self._delivering
+        if scheduled is not None and not self._delivery_touched(scheduled):
+            return  # still the alarm being delivered: nothing new to announce
+        current = self.stored()
+        if current is not None and current != self._committed:
+            self._prepared = True
+            self._on_prepare(current)
+
     def after_commit(self) -> None:
         """Called once the implicit transaction committed: report a changed alarm, once."""
+        self._prepared = False
         if not self._touched:
             return
         scheduled = self._delivering
@@ -202,3 +227,10 @@ class AlarmStore:
     def after_rollback(self) -> None:
         """The transaction was dropped, and any alarm change with it."""
         self._touched = False
+        if self._prepared:  # announced, then not committed: put the table back
+            self._prepared = False
+            committed = self._committed
+            if committed is _UNKNOWN and self._delivering is not None:
+                committed = self._delivering  # during a delivery the table holds its time
+            if self._on_prepare is not None and committed is not _UNKNOWN:
+                self._on_prepare(committed if isinstance(committed, float) else None)

@@ -11,8 +11,14 @@ with a single stdlib ``sqlite3`` connection in autocommit mode, driven by hand:
 * ``transaction()``/``transactionSync()`` are savepoints inside the implicit transaction; a commit
   requested while one is open waits until the outermost one is released.
 
-WAL with ``synchronous=NORMAL`` makes a committed transaction survive the process being killed
-(not a power cut), which is the promise doemu makes.
+WAL with ``synchronous=NORMAL`` makes a committed transaction survive the process being killed.
+At power-loss durability the connection is given a :class:`~doemu.storage.durability.SyncPool`
+and its :class:`~doemu.storage.gate.CommitGate` fsyncs the WAL off the loop after each commit
+that wrote; output asks :meth:`StorageConnection.barrier` what it must wait for first.
+
+A commit that fails is never swallowed: the writes are rolled back, output waiting for them
+fails, and ``on_commit_failed`` is told (the host resets the object, as workerd breaks the output
+gate), so no caller is told that writes which are gone succeeded.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from typing import Any
 from doemu.errors import StorageError
 from doemu.storage import messages
 from doemu.storage.authorizer import Authorizer
+from doemu.storage.durability import SyncPool
 from doemu.storage.files import ObjectFiles, write_template
+from doemu.storage.gate import CommitGate
 from doemu.storage.limits import StorageLimits, apply_workerd_limits
 
 __all__ = ["Savepoint", "StorageConnection", "internal_sql"]
@@ -81,31 +89,41 @@ class StorageConnection:
         on_commit: Callable[[], None],
         on_rollback: Callable[[], None],
         files: ObjectFiles | None = None,
+        sync_pool: SyncPool | None = None,
+        before_commit: Callable[[], None] | None = None,
+        on_commit_failed: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.path = path
         self._files = files
         self.authorizer = Authorizer()
         self._on_commit = on_commit
         self._on_rollback = on_rollback
+        self._before_commit = before_commit
+        self._on_commit_failed = on_commit_failed
         self._txn_open = False
         self._commit_scheduled = False
         self._commit_wanted = False
         self._savepoints: list[Savepoint] = []
         self.commit_count = 0
         self.closed = False
+        self._closing = False
         self._wal_path = f"{path}-wal"
         reclaimed = files.reclaim(path) if files is not None else None
         if reclaimed is not None:
             self._fresh_wal = False
+            self.gate = CommitGate(self._wal_path, sync_pool, on_error=self._sync_failed)
             self.db = self._reuse(reclaimed, limits)
             return
         # A file made here is the template: doemu's schema is in it and its WAL exists.
         created = not path.exists()
+        unsynced: tuple[str, ...] = ()
         if created:
             if files is not None:
-                files.create(path, _SCHEMA)
+                unsynced = files.create(path, _SCHEMA)
             else:
                 write_template(path, _SCHEMA)
+                unsynced = (str(path), str(path.parent))
+        self.gate = CommitGate(self._wal_path, sync_pool, unsynced, on_error=self._sync_failed)
         # No WAL file: the last close checkpointed and removed it, and the first write will
         # start a new one. SQLite fsyncs a new WAL's header (and its directory) on that first
         # commit, ~2 ms of loop time for every object woken from eviction that writes. Until a
@@ -113,6 +131,8 @@ class StorageConnection:
         # was synced by the checkpoint that removed the WAL, so a power cut can only lose the
         # new WAL (recent commits, as with NORMAL), and no checkpoint runs unsynced.
         self._fresh_wal = not created and not os.path.exists(self._wal_path)
+        if self._fresh_wal:
+            self.gate.new_wal(str(path.parent))  # the new WAL's directory entry, at power level
         db = sqlite3.connect(
             str(path),
             isolation_level=None,
@@ -227,7 +247,8 @@ class StorageConnection:
         try:
             self.commit()
         except Exception:
-            _log.exception("implicit commit of %s failed; its writes were rolled back", self.path)
+            # commit() told on_commit_failed (the host resets the object): nobody else to tell.
+            _log.error("implicit commit of %s failed; its writes were rolled back", self.path)
 
     @property
     def pending(self) -> bool:
@@ -242,18 +263,40 @@ class StorageConnection:
         self._commit_wanted = False
         if not self._txn_open or self.closed:
             return
+        if self._before_commit is not None:
+            self._before_commit()
         try:
             self.read(_COMMIT)
         except sqlite3.Error as exc:
             # The transaction cannot become durable (e.g. a deferred foreign key is violated):
             # as on Cloudflare, where a failed flush breaks the output gate, the writes are lost.
+            error = StorageError(f"Could not commit storage writes: {exc}")
+            self.gate.failed(error)  # output held for this commit fails with it
             self.rollback()
-            raise StorageError(f"Could not commit storage writes: {exc}") from exc
+            if self._on_commit_failed is not None and not self._closing:
+                self._on_commit_failed(error)  # loudly: the object is reset
+            raise error from exc
         self._txn_open = False
         self.commit_count += 1
         if self._fresh_wal:
             self._settle_wal()
+        self.gate.committed()
         self._on_commit()
+
+    def barrier(self, *, hold: bool = True) -> asyncio.Future[None] | None:
+        """What output leaving now must await first; None when nothing (the common case).
+
+        Call after :meth:`commit`. With ``hold``, output made while a savepoint holds the commit
+        back waits for that commit; without it (a call to another object, whose answer the
+        transaction may itself be waiting for) it waits only for what is committed.
+        """
+        return self.gate.barrier(hold and bool(self._savepoints))
+
+    def _sync_failed(self, error: BaseException) -> None:
+        """An fsync of this file failed: its recent commits may not be durable."""
+        _log.error("fsync of %s failed: %s", self.path, error)
+        if self._on_commit_failed is not None and not self.closed:
+            self._on_commit_failed(StorageError(f"Could not make storage writes durable: {error}"))
 
     def _settle_wal(self) -> None:
         """Back to ``synchronous=NORMAL`` once a commit has written the new WAL's header."""
@@ -281,6 +324,7 @@ class StorageConnection:
         self._txn_open = False
         self._savepoints.clear()
         self._commit_wanted = False
+        self.gate.dropped()
         self._on_rollback()
 
     # -- savepoints -----------------------------------------------------------------------------
@@ -323,6 +367,7 @@ class StorageConnection:
         """Commit whatever is pending (open savepoints included) and close; idempotent."""
         if self.closed:
             return
+        self._closing = True  # a failure here reaches the closer; no reset from inside it
         try:
             self._savepoints.clear()
             self.commit()

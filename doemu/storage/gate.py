@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+from collections.abc import Callable
 
 from doemu.storage.durability import SyncPool, SyncTracker
 
@@ -32,13 +33,20 @@ class CommitGate:
 
     __slots__ = ("_deferred", "_sync", "_wal", "_wal_mark")
 
-    def __init__(self, wal_path: str, pool: SyncPool | None, created: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        wal_path: str,
+        pool: SyncPool | None,
+        created: tuple[str, ...] = (),
+        *,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
         self._wal = wal_path
         self._deferred: list[asyncio.Future[None]] = []
         self._sync: SyncTracker | None = None
         self._wal_mark: tuple[int, int] | None = None
         if pool is not None:
-            self._sync = SyncTracker(pool, (wal_path,))
+            self._sync = SyncTracker(pool, (wal_path,), on_error)
             for path in created:  # a new file and its directory entry: durable before first use
                 self._sync.also(path)
             self._wal_mark = self._stat()

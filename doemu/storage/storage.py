@@ -15,6 +15,7 @@ are atomic, which is the guarantee Cloudflare's input gate gives.
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from doemu.errors import StorageError
 from doemu.storage import messages
 from doemu.storage.alarms import AlarmStore
 from doemu.storage.connection import StorageConnection, internal_sql
+from doemu.storage.durability import SyncPool
 from doemu.storage.files import ObjectFiles
 from doemu.storage.kv import KvStore
 from doemu.storage.limits import StorageLimits
@@ -54,7 +56,12 @@ class ObjectStorage(AsyncKvMethods):
 
     ``limits=None`` enforces no size limits (as local workerd); pass
     :meth:`StorageLimits.production` for Cloudflare's. ``on_alarm_commit`` is called with the new
-    alarm time (or None) each time a transaction that changed the alarm commits.
+    alarm time (or None) each time a transaction that changed the alarm commits;
+    ``on_alarm_prepare`` with a new alarm time just *before* such a commit (the runtime's alarm
+    table learns of an alarm before the object's file holds it, so a crash between the two writes
+    never leaves an alarm that only a request could find). ``sync_pool`` selects power-loss
+    durability; ``on_commit_failed`` is told when a commit at the end of a turn (or its fsync)
+    fails, so the object can be reset loudly.
 
     ``exclusive(fn)``, when given, must run the coroutine function ``fn`` while no other event of
     the object runs (the host passes its ``blockConcurrencyWhile``; it must allow nesting, since a
@@ -75,8 +82,11 @@ class ObjectStorage(AsyncKvMethods):
         limits: StorageLimits | None = None,
         has_alarm_handler: bool = True,
         on_alarm_commit: Callable[[float | None], None] | None = None,
+        on_alarm_prepare: Callable[[float | None], None] | None = None,
         exclusive: Exclusive | None = None,
         files: ObjectFiles | None = None,
+        sync_pool: SyncPool | None = None,
+        on_commit_failed: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._path = pathlib.Path(path)
         self._sql_enabled = sql_enabled
@@ -86,6 +96,9 @@ class ObjectStorage(AsyncKvMethods):
             on_commit=self._after_commit,
             on_rollback=self._after_rollback,
             files=files,
+            sync_pool=sync_pool,
+            before_commit=self._before_commit,
+            on_commit_failed=on_commit_failed,
         )
         self._kv = KvStore(self._conn, limits)
         self._alarms = AlarmStore(
@@ -93,10 +106,14 @@ class ObjectStorage(AsyncKvMethods):
             clock,
             has_alarm_handler=has_alarm_handler,
             on_alarm_commit=on_alarm_commit,
+            on_alarm_prepare=on_alarm_prepare,
         )
         self._sql = SqlStorage(self._conn)
         self._sync_kv = SyncKvStorage(self._conn, self._kv)
         self._transactions = TransactionGate(self._conn, self._kv, self._alarms, exclusive)
+
+    def _before_commit(self) -> None:
+        self._alarms.before_commit()
 
     def _after_commit(self) -> None:
         self._alarms.after_commit()
@@ -176,6 +193,11 @@ class ObjectStorage(AsyncKvMethods):
         transaction cannot be committed.
         """
         self._conn.commit()
+
+    def barrier(self, *, hold: bool = True) -> asyncio.Future[None] | None:
+        """What output leaving the object now must await (None: nothing); call after
+        :meth:`commit`. See :meth:`StorageConnection.barrier` for ``hold``."""
+        return self._conn.barrier(hold=hold)
 
     def rollback(self) -> None:
         """Drop every uncommitted write (``ctx.abort``), open savepoints included."""
