@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
@@ -13,7 +14,7 @@ import pytest
 from doemu.errors import SqlError, StorageError
 from doemu.storage import ObjectStorage
 from doemu.storage import files as files_mod
-from doemu.storage.files import SPARE_DIR, ObjectFiles, template, write_template
+from doemu.storage.files import SPARE_DIR, FileClosing, ObjectFiles, template, write_template
 
 from .polling import eventually_sync
 
@@ -241,11 +242,12 @@ async def test_a_connection_whose_pragmas_user_sql_changed_is_not_reused(
 
 
 @pytest.mark.parametrize("reusable", [True, False])
-def test_reclaiming_a_file_being_closed_waits_for_the_close_to_finish(
+async def test_reclaiming_a_file_being_closed_waits_off_the_loop(
     files: ObjectFiles, tmp_path: Path, reusable: bool
 ) -> None:
     """A connection opened during the close's checkpoint would find the file locked and sleep
-    in SQLite's busy handler; reclaim() waits for the close instead, reusable or not."""
+    in SQLite's busy handler on the loop thread; reclaim() raises FileClosing instead, and its
+    wait() lets the loop run other work until the close is over, reusable or not."""
     started, release = threading.Event(), threading.Event()
 
     class SlowClose:
@@ -260,8 +262,15 @@ def test_reclaiming_a_file_being_closed_waits_for_the_close_to_finish(
     path = tmp_path / "a.sqlite"
     files.close_later(slow, path, reusable=reusable)  # type: ignore[arg-type]
     assert started.wait(10)
-    releaser = threading.Timer(0.05, release.set)
-    releaser.start()
-    assert files.reclaim(path) is None  # being closed: not handed back...
-    assert slow.closed  # ...and not before the close is over
-    releaser.join()
+    with pytest.raises(FileClosing) as info:
+        files.reclaim(path)  # being closed: not handed back, and no wait on the loop
+    waiting = asyncio.ensure_future(info.value.wait())
+    ticks = 0
+    while ticks < 20:  # the loop keeps turning while the close is held
+        await asyncio.sleep(0)
+        ticks += 1
+    assert not waiting.done() and not slow.closed
+    release.set()
+    await asyncio.wait_for(waiting, 10)
+    assert slow.closed
+    assert files.reclaim(path) is None  # closed: nothing to take back, nothing to wait for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -108,3 +109,43 @@ async def test_namespace_methods(doemu_harness: HarnessFactory) -> None:
     assert ns.jurisdiction("eu") is ns
     with pytest.raises(TypeError):
         ns.get("not-an-id")
+
+
+#: Opened by the test to let the first of two upgrades finish after the second one.
+UPGRADE_GATES: dict[str, Any] = {}
+
+
+class TwoDoors(DurableObject):
+    async def fetch(self, request: Any) -> Any:
+        from js import WebSocketPair
+
+        client, server = WebSocketPair.new().object_values()
+        self.ctx.acceptWebSocket(server, [request.url.rsplit("/", 1)[-1]])
+        gate = UPGRADE_GATES.get(request.url.rsplit("/", 1)[-1])
+        if gate is not None:
+            await gate.wait()  # the other upgrade runs and ends meanwhile
+        return Response(None, status=101, web_socket=client)
+
+    async def tags(self) -> list[str]:
+        return sorted(t for ws in self.ctx.getWebSockets() for t in self.ctx.getTags(ws))
+
+
+async def test_two_upgrades_in_flight_to_one_object_keep_both_sockets(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """The end of one upgrade's fetch drops only the sockets *it* accepted and did not return,
+    never the socket of another upgrade still in flight to the same object."""
+    UPGRADE_GATES["first"] = asyncio.Event()
+    h = await doemu_harness({"D": TwoDoors})
+    stub = h.env.D.getByName("d")
+    first = asyncio.ensure_future(stub.fetch("http://do/first", headers={"Upgrade": "websocket"}))
+    for _ in range(1000):  # until the first upgrade has accepted its socket and waits
+        await asyncio.sleep(0)
+        if "first" in await stub.tags():
+            break
+    assert "first" in await stub.tags()
+    second = await stub.fetch("http://do/second", headers={"Upgrade": "websocket"})
+    UPGRADE_GATES["first"].set()
+    await first
+    assert second.status == 101
+    assert await stub.tags() == ["first", "second"]

@@ -29,6 +29,7 @@ from ..ids import DurableObjectId
 from ..persist import object_file
 from ..sockets.registry import SocketRegistry
 from ..storage import DurableObjectStorage, ObjectStorage
+from ..storage.files import FileClosing
 from .context import DurableObjectState
 from .gates import (
     BLOCK_CONCURRENCY_NESTING_MESSAGE,
@@ -133,8 +134,8 @@ class ObjectHost:
             if self.id.name is None and isinstance(stored_name, str):
                 self.id.name = stored_name
             elif self.id.name is not None and stored_name != self.id.name:
+                # Committed with the first turn's writes (one commit, one fsync, not two).
                 storage.set_meta("name", self.id.name)
-                storage.commit()
         except BaseException:
             storage.close()
             raise
@@ -157,7 +158,11 @@ class ObjectHost:
         """Activate if needed and wait until no blockConcurrencyWhile callback is running."""
         while True:
             if self.state is Lifecycle.EVICTED:
-                self._activate()
+                try:
+                    self._activate()
+                except FileClosing as closing:  # the last instance's file is being closed
+                    await closing.wait()
+                    continue
             if not self._blockers:
                 return
             blocker = self._blockers[-1]

@@ -20,10 +20,10 @@ object) spent most of its time in ``close()``.
 * **Deferred close.** :meth:`ObjectFiles.close_later` hands a connection with nothing uncommitted
   to the same worker thread. An object activated again before that close has run takes its
   connection back (:meth:`ObjectFiles.reclaim`): no close, no open, no checkpoint. One activated
-  while the worker is closing its file waits for that close: the checkpoint holds the file's lock,
-  and a connection opened meanwhile would sleep in SQLite's busy handler. Two connections to one
-  file are safe in any case (SQLite's shared-memory WAL locking), so a wait that times out opens
-  the file anyway.
+  while the worker is closing its file waits for that close, off the loop: the checkpoint holds
+  the file's lock, and a connection opened meanwhile would sleep in SQLite's busy handler *on the
+  loop thread*. :meth:`ObjectFiles.reclaim` raises :class:`FileClosing` instead of waiting, and
+  the activation awaits :meth:`FileClosing.wait` and tries again.
 
 Durability: at the process level (WAL with ``synchronous=NORMAL``) a commit survives the process
 being killed once ``COMMIT`` returns; the template files are ordinary writes in the page cache,
@@ -36,6 +36,7 @@ directory itself), plus the database file when it was written in place.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import itertools
@@ -50,7 +51,7 @@ from pathlib import Path
 
 from doemu.storage.durability import fsync_paths
 
-__all__ = ["SPARE_DIR", "ObjectFiles", "template", "write_template"]
+__all__ = ["SPARE_DIR", "FileClosing", "ObjectFiles", "template", "write_template"]
 
 _log = logging.getLogger("doemu.storage")
 
@@ -66,9 +67,6 @@ DEFAULT_SPARES = 16
 #: caller closes inline, which is the back-pressure.
 MAX_PENDING_CLOSES = 32
 
-#: The longest an activation waits for the worker to finish closing the same file (a stuck
-#: disk); past it the activation opens the file anyway, as it always safely could.
-CLOSE_WAIT_SECONDS = 5.0
 
 _SUFFIXES = ("-wal", "-shm", "")  # the database itself last: its appearance makes the object
 
@@ -108,6 +106,22 @@ def write_template(path: Path, schema: Sequence[str]) -> None:
     # The database alone is already valid (empty, in WAL mode); the WAL adds the schema.
     with open(f"{path}-wal", "wb") as f:
         f.write(wal)
+
+
+class FileClosing(Exception):
+    """The worker is closing the file an activation wants (see :meth:`ObjectFiles.reclaim`).
+
+    Internal to doemu: the host catches it, awaits :meth:`wait` and activates again.
+    """
+
+    def __init__(self, path: Path, done: threading.Event) -> None:
+        super().__init__(f"{path} is being closed")
+        self._done = done
+
+    async def wait(self) -> None:
+        """Until the close is over, without blocking the event loop."""
+        if not self._done.is_set():
+            await asyncio.to_thread(self._done.wait)
 
 
 class ObjectFiles:
@@ -186,17 +200,17 @@ class ObjectFiles:
     def reclaim(self, path: Path) -> sqlite3.Connection | None:
         """The connection to ``path`` waiting for a deferred close, taken back; or ``None``.
 
-        A connection the worker is closing right now is not returned, and this waits until the
-        close is done (well under a millisecond, or the fsyncs of a checkpoint): opened during
-        it, the new connection would find the file locked by the checkpoint and SQLite's busy
-        handler would sleep a millisecond or more on the loop thread.
+        Raises :class:`FileClosing` while the worker is closing that file (well under a
+        millisecond, or the fsyncs of a checkpoint): opened during it, a new connection would
+        find the file locked by the checkpoint and SQLite's busy handler would sleep on the loop
+        thread. The caller awaits the close instead, and never blocks the loop.
         """
         key = str(path)
         with self._lock:
             db = self._closing.pop(key, None)
             closing = self._in_close.get(key) if db is None else None
-        if closing is not None:
-            closing.wait(CLOSE_WAIT_SECONDS)
+        if closing is not None and not closing.is_set():
+            raise FileClosing(path, closing)
         return db
 
     def _close(self, db: sqlite3.Connection, key: str | None, reusable: bool) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import ManualClock
+from ..config import Durability
 from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
@@ -32,7 +33,9 @@ class WorkerHarness:
 
     ``classes`` maps binding names to Durable Object classes (or :class:`ClassSpec`); the binding
     name is also the class name used for the namespace's unique key unless ``class_names`` says
-    otherwise. Time stands still (a :class:`ManualClock`) unless ``clock`` is given.
+    otherwise. Time stands still (a :class:`ManualClock`) unless ``clock`` is given. Commits
+    are durable against a process crash unless ``durability="power"`` (as ``doemu dev`` runs by
+    default: each commit fsynced before its output leaves).
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class WorkerHarness:
         max_live_objects: int | None = None,
         limits: StorageLimits | None = None,
         seed: int = 0,
+        durability: Durability = "process",
     ) -> None:
         self.persist_dir = Path(persist_dir)
         self.worker_name = worker_name
@@ -61,6 +65,8 @@ class WorkerHarness:
         self._idle_timeout = idle_timeout
         self._max_live = max_live_objects
         self._limits = limits
+        #: ``process`` by default (tests want speed); ``power`` fsyncs as ``doemu dev`` does.
+        self.durability: Durability = durability
         self._rng = random.Random(seed)
         self.runtime = self._new_runtime()
         self.control = RuntimeControl(self.runtime)
@@ -105,6 +111,7 @@ class WorkerHarness:
             max_live_objects=self._max_live,
             limits=self._limits,
             rng=self._rng,
+            durability=self.durability,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------
