@@ -25,9 +25,12 @@ CHILD = pathlib.Path(__file__).parent / "storage_helpers" / "crash_child.py"
 N = 200
 
 
-def _run_child(db: pathlib.Path, mode: str) -> subprocess.Popen[str]:
+LEVELS = pytest.mark.parametrize("level", ["process", "power"])
+
+
+def _run_child(db: pathlib.Path, mode: str, level: str = "process") -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(CHILD), str(db), str(N), mode],
+        [sys.executable, str(CHILD), str(db), str(N), mode, level],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -50,27 +53,29 @@ def _counts(db: pathlib.Path) -> tuple[int, int]:
     ("mode", "expected"),
     [("mid-turn", (0, 0)), ("after-commit", (N, 1))],
 )
+@LEVELS
 def test_sigkill_leaves_a_turn_all_or_nothing(
-    tmp_path: pathlib.Path, mode: str, expected: tuple[int, int]
+    tmp_path: pathlib.Path, mode: str, expected: tuple[int, int], level: str
 ) -> None:
     """1. The child writes N keys and one row in one turn and SIGKILLs itself, either before the
     turn yields (nothing committed) or right after (the implicit transaction committed).
     2. A fresh connection sees none or all of the turn's writes."""
     db = tmp_path / "obj.sqlite"
-    child = _run_child(db, mode)
+    child = _run_child(db, mode, level)
     child.communicate(timeout=30)
     assert child.returncode == -signal.SIGKILL
     assert _counts(db) == expected
 
 
+@LEVELS
 def test_sigkill_from_the_parent_mid_turn(
-    tmp_path: pathlib.Path, open_storage: Callable[..., ObjectStorage]
+    tmp_path: pathlib.Path, open_storage: Callable[..., ObjectStorage], level: str
 ) -> None:
     """1. The child writes in one turn, says "ready" through a pipe and blocks mid-turn.
     2. The parent SIGKILLs it. 3. Reopened through ObjectStorage, no write of the turn exists,
     and the object is fully usable."""
     db = tmp_path / "obj.sqlite"
-    child = _run_child(db, "wait")
+    child = _run_child(db, "wait", level)
     assert child.stdout is not None
     assert child.stdout.readline() == "ready\n"
     os.kill(child.pid, signal.SIGKILL)
@@ -86,8 +91,9 @@ def test_sigkill_from_the_parent_mid_turn(
     assert _counts(db)[0] == 1
 
 
+@LEVELS
 def test_sigkill_after_the_first_commit_of_a_reopened_object(
-    tmp_path: pathlib.Path, open_storage: Callable[..., ObjectStorage]
+    tmp_path: pathlib.Path, open_storage: Callable[..., ObjectStorage], level: str
 ) -> None:
     """An object woken from eviction starts a new WAL (its first commit runs unsynced, see
     StorageConnection): 1. a closed object file has no WAL; 2. the child reopens it, writes one
@@ -98,7 +104,7 @@ def test_sigkill_after_the_first_commit_of_a_reopened_object(
     storage.commit()
     storage.close()
     assert not pathlib.Path(f"{db}-wal").exists()
-    child = _run_child(db, "after-commit")
+    child = _run_child(db, "after-commit", level)
     child.communicate(timeout=30)
     assert child.returncode == -signal.SIGKILL
     assert _counts(db) == (N + 1, 1)

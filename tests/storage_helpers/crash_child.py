@@ -1,6 +1,8 @@
 """Child process for tests/test_storage_crash.py: write N keys in one turn, then die by SIGKILL.
 
-Usage: crash_child.py DB_PATH N MODE, where MODE is
+Usage: crash_child.py DB_PATH N MODE [LEVEL], where LEVEL is the durability (process, the
+default, or power: commits fsynced off the loop, "acknowledged" once the output gate opens) and
+MODE is
   mid-turn      kill itself after the writes, before the turn yields (nothing committed);
   after-commit  yield once (the implicit transaction commits), then kill itself;
   wait          report "ready" on stdout after the writes, then block (mid-turn) until the
@@ -17,10 +19,12 @@ import sys
 
 from doemu.clock import SystemClock
 from doemu.storage import ObjectStorage
+from doemu.storage.durability import SyncPool
 
 
-async def main(path: pathlib.Path, count: int, mode: str) -> None:
-    storage = ObjectStorage(path, clock=SystemClock())
+async def main(path: pathlib.Path, count: int, mode: str, level: str) -> None:
+    pool = SyncPool() if level == "power" else None
+    storage = ObjectStorage(path, clock=SystemClock(), sync_pool=pool)
     # Commit the empty schema first so the file exists in a known state.
     storage.commit()
     for i in range(count):
@@ -29,6 +33,9 @@ async def main(path: pathlib.Path, count: int, mode: str) -> None:
     storage.sql.exec("INSERT INTO t VALUES (?)", count)
     if mode == "after-commit":
         await asyncio.sleep(0)  # the turn yields: its implicit transaction commits
+        barrier = storage.barrier()
+        if barrier is not None:
+            await barrier  # what a response would wait for at the power level
     if mode == "wait":
         sys.stdout.write("ready\n")
         sys.stdout.flush()
@@ -37,4 +44,5 @@ async def main(path: pathlib.Path, count: int, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]))
+    level = sys.argv[4] if len(sys.argv) > 4 else "process"
+    asyncio.run(main(pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], level))
