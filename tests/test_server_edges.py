@@ -246,3 +246,28 @@ async def test_a_101_to_a_request_that_was_not_upgraded(
         assert answer.status_code == status, answer.text
         assert fragment in answer.json()["error"]
         assert (await http.get("/ACC/a/count")).json() == {"sockets": 0}
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "fragment"),
+    [
+        (handshake(drop="Sec-WebSocket-Key"), 400, "missing Sec-WebSocket-Key header"),
+        (handshake(Sec_WebSocket_Key="short"), 400, "invalid Sec-WebSocket-Key header: short"),
+        (handshake(Sec_WebSocket_Version="8"), 400, "invalid Sec-WebSocket-Version header: 8"),
+        (handshake(drop="Sec-WebSocket-Version"), 400, "missing Sec-WebSocket-Version header"),
+        (handshake(method="POST", Content_Length="0"), 405, "unsupported HTTP method: POST"),
+    ],
+    ids=["no-key", "bad-key", "version-8", "no-version", "post"],
+)
+def test_a_malformed_handshake_gets_a_json_4xx_and_the_connection_closes(
+    server: DevServer, raw: Any, request_bytes: bytes, status: int, fragment: str
+) -> None:
+    conn = raw().send(request_bytes)
+    answer = conn.response()
+    assert answer.status == status, answer
+    error = answer.json()["error"]
+    assert error.startswith("WebSocket handshake refused: ") and fragment in error, error
+    if "Version" in fragment:  # RFC 6455 4.4: name the version this server speaks
+        assert answer.headers["sec-websocket-version"] == "13"
+    assert conn.closed_by_server()
+    still_serves(server, f"after-{status}")
