@@ -32,6 +32,8 @@ from doemu.server.app import DoemuApp
 from doemu.testing.plugin import HarnessFactory
 from e2e.harness import DevServer
 
+from .polling import eventually_sync
+
 COUNTER = Path(__file__).resolve().parent.parent / "examples" / "counter"
 KEY = "dGhlIHNhbXBsZSBub25jZQ=="  # RFC 6455's sample key: 16 bytes, base64-encoded
 TIMEOUT = 10.0
@@ -271,3 +273,76 @@ def test_a_malformed_handshake_gets_a_json_4xx_and_the_connection_closes(
         assert answer.headers["sec-websocket-version"] == "13"
     assert conn.closed_by_server()
     still_serves(server, f"after-{status}")
+
+
+# -- 2. A valid request pipelined before garbage -------------------------------------------------
+
+GARBAGE = b"NOT HTTP GARBAGE\r\n\r\n"
+
+
+def test_requests_pipelined_before_garbage_are_answered_in_order_then_400(
+    server: DevServer, raw: Any
+) -> None:
+    body = b'{"n": 1}'
+    conn = raw().send(
+        b"GET /COUNTER/p1/value HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /COUNTER/p2/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body) + GARBAGE
+    )
+    first = conn.response()
+    assert (first.status, first.json()) == (200, {"value": 0, "name": "p1"})
+    second = conn.response()
+    assert (second.status, second.json()) == (200, {"echo": {"n": 1}})
+    third = conn.response()
+    assert (third.status, third.json()) == (400, {"error": INVALID})
+    assert third.headers["connection"] == "close"
+    assert conn.closed_by_server()
+    still_serves(server, "after-pipeline")
+
+
+def test_a_request_broken_mid_body_is_never_run_and_the_earlier_one_is_answered(
+    server: DevServer, raw: Any
+) -> None:
+    """The bad chunk is part of the second request: that request gets the 400, not ``fetch``."""
+    conn = raw().send(
+        b"GET /COUNTER/m1/value HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /COUNTER/m2/incr HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"zz\r\nnot a chunk\r\n"
+    )
+    first = conn.response()
+    assert (first.status, first.json()) == (200, {"value": 0, "name": "m1"})
+    second = conn.response()
+    assert (second.status, second.json()) == (400, {"error": INVALID})
+    assert conn.closed_by_server()
+    check = raw().send(b"GET /COUNTER/m2/value HTTP/1.1\r\nHost: x\r\n\r\n").response()
+    assert check.json() == {"value": 0, "name": "m2"}  # the broken POST never incremented it
+    still_serves(server, "after-broken-body")
+
+
+def test_garbage_read_while_a_request_runs_is_refused_after_its_answer(
+    server: DevServer, raw: Any
+) -> None:
+    """The garbage comes in a later read, while the request before it is still being answered."""
+    conn = raw().send(b"GET /GATE/g1/wait HTTP/1.1\r\nHost: x\r\n\r\n")
+    eventually_sync(
+        lambda: httpx.get(f"{server.url}/GATE/g1/waiting").json()["waiting"] == 1,
+        what="the request to wait at the gate",
+    )
+    refused = server.output().count(INVALID)
+    conn.send(GARBAGE)
+    eventually_sync(lambda: server.output().count(INVALID) > refused, what="the garbage read")
+    assert httpx.post(f"{server.url}/GATE/g1/open").json() == {"opened": "g1"}
+    first = conn.response()
+    assert (first.status, first.json()) == (200, {"passed": "g1"})
+    second = conn.response()
+    assert (second.status, second.json()) == (400, {"error": INVALID})
+    assert conn.closed_by_server()
+    still_serves(server, "after-gate")
+
+
+def test_garbage_alone_still_gets_a_400_at_once(server: DevServer, raw: Any) -> None:
+    conn = raw().send(GARBAGE)
+    answer = conn.response()
+    assert (answer.status, answer.json()) == (400, {"error": INVALID})
+    assert conn.closed_by_server()
+    still_serves(server, "after-garbage")
