@@ -8,7 +8,9 @@ small Starlette app mounted under ``/__doemu/api``.
 * Without one, ``/<BINDING>/<name>/<rest>`` goes to that object's ``fetch`` (the default router).
 * A WebSocket upgrade is answered by whatever ``fetch`` returns: a 101 ``Response`` with a
   ``web_socket`` completes the handshake and the server bridges frames; anything else refuses it
-  with that response's status and body.
+  with that response's status and body. A request with ``Upgrade: websocket`` that is not a
+  valid handshake (no ``Connection: upgrade``) reaches ``fetch`` as plain HTTP; if ``fetch``
+  accepts anyway, the client gets a JSON 426 naming what is missing.
 
 Every failure becomes a JSON ``{"error": ...}`` response with a 4xx/5xx status; the server keeps
 serving other requests and other objects.
@@ -66,9 +68,11 @@ class EntryContext:
         """There is no origin to pass through to locally; kept for API compatibility."""
 
 
-def _json_response(status: int, body: dict[str, Any]) -> Response:
+def _json_response(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> Response:
     return Response._from_parts(
-        status, {"content-type": "application/json"}, json.dumps(body).encode()
+        status, {"content-type": "application/json", **(headers or {})}, json.dumps(body).encode()
     )
 
 
@@ -135,9 +139,7 @@ class DoemuApp:
             response = await self._dispatch(scope, request)
             if response._web_socket is not None:
                 _discard_server_end(response._web_socket)
-                raise HttpError(
-                    500, "fetch() returned a 101 WebSocket response to a plain HTTP request"
-                )
+                response = _not_upgraded(request.headers)
         except HttpError as exc:
             response = _json_response(exc.status, {"error": exc.message})
         listen = receive if body is not None and body.complete else None
@@ -248,6 +250,40 @@ class DoemuApp:
         await send(accept)
         send_frame = scope.get("extensions", {}).get(SEND_FRAME)
         await bridge(client, receive, send, self._writes, send_frame)
+
+
+def _not_upgraded(headers: Headers) -> Response:
+    """The answer when ``fetch`` returns a 101 WebSocket response to a request not upgraded.
+
+    uvicorn hands a request to the WebSocket protocol only when it has both ``Upgrade:
+    websocket`` and ``Connection: upgrade``, as RFC 6455 (4.2.1) requires of a handshake. One
+    with ``Upgrade: websocket`` alone reaches ``fetch`` as plain HTTP, and a worker that checks
+    only the Upgrade header (the usual pattern) accepts it: the handshake cannot complete, and
+    that is the client's mistake, so it gets the 426 the WebSocket protocol gives a bad
+    ``Connection`` header, naming what is missing. (workerd checks only Upgrade and would
+    upgrade; every WebSocket client sends both.) A 101 to a request that asked for no WebSocket
+    at all is the worker's bug: a 500.
+    """
+    upgrade = headers.get("upgrade")
+    if "websocket" not in _tokens(upgrade):
+        return _json_response(
+            500, {"error": "fetch() returned a 101 WebSocket response to a plain HTTP request"}
+        )
+    connection = headers.get("connection")
+    if connection is None:
+        problem = "no Connection header; a handshake needs 'Connection: upgrade'"
+    elif "upgrade" not in _tokens(connection):
+        problem = f"the Connection header ({connection!r}) does not include 'upgrade'"
+    else:
+        problem = f"the Upgrade header must be exactly 'websocket', got {upgrade!r}"
+    return _json_response(
+        426, {"error": f"WebSocket handshake refused: {problem}"}, {"upgrade": "websocket"}
+    )
+
+
+def _tokens(value: str | None) -> list[str]:
+    """The lowercased tokens of a comma-separated header value (none for a missing header)."""
+    return [token.strip().lower() for token in value.split(",")] if value else []
 
 
 def _discard_server_end(client: Any) -> None:

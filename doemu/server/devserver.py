@@ -207,6 +207,7 @@ async def serve(
     from ..runtime import ClassSpec, Runtime
     from ..storage import StorageLimits
     from .app import DoemuApp
+    from .http_protocol import DoemuHttpProtocol
 
     loaded = load_worker(worker)
     async with contextlib.AsyncExitStack() as cleanup:
@@ -236,6 +237,7 @@ async def serve(
                 lifespan="on",
                 log_level="warning" if settings.log_level == "info" else settings.log_level,
                 access_log=settings.log_level in ("debug", "trace"),
+                http=DoemuHttpProtocol,
                 ws=_WebSocketProtocol,
                 ws_ping_interval=None,
                 # Open event streams and idle WebSockets never finish by themselves: give

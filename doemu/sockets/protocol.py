@@ -20,6 +20,12 @@ Both keep uvicorn's behaviour and only remove per-message work that a busy echo 
   compressed connection) goes through uvicorn's ``send`` exactly as before; frames keep their
   order because both paths write synchronously.
 
+It also answers a malformed handshake the way the rest of the server answers errors: websockets
+refuses one (no ``Sec-WebSocket-Key``, a version other than 13, not a GET...) before the app is
+called, with a plain-text body; this protocol sends the same status with a JSON
+``{"error": ...}`` body naming the problem (and, for a bad version, the ``Sec-WebSocket-Version:
+13`` that RFC 6455 section 4.4 requires).
+
 Imported on first use (it imports websockets). A uvicorn without the sans-I/O implementation gets
 the protocol its ``ws="auto"`` picks, without either shortcut.
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -63,7 +70,10 @@ def uvicorn_ws_protocol() -> Callable[..., asyncio.Protocol]:
     """The WebSocket protocol class to give uvicorn (``ws=``); see the module docstring."""
     try:
         from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+        from websockets.exceptions import InvalidHandshake, InvalidHeader
+        from websockets.http11 import Request, Response
         from websockets.protocol import State
+        from websockets.server import ServerProtocol
     except ImportError:  # pragma: no cover - uvicorn before 0.35
         from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
@@ -73,7 +83,33 @@ def uvicorn_ws_protocol() -> Callable[..., asyncio.Protocol]:
 
     open_state = State.OPEN
 
+    class JsonRefusingServerProtocol(ServerProtocol):
+        """websockets' server handshake, refusing with a JSON body (see the module docstring)."""
+
+        def accept(self, request: Request) -> Response:
+            response = super().accept(request)
+            if response.status_code != 101:
+                exc = self.handshake_exc
+                if isinstance(exc, InvalidHandshake):
+                    message = f"WebSocket handshake refused: {exc}"
+                else:  # an unexpected error, logged by websockets with its traceback
+                    message = "WebSocket handshake failed; see the server log"
+                if isinstance(exc, InvalidHeader) and exc.name == "Sec-WebSocket-Version":
+                    response.headers["Sec-WebSocket-Version"] = "13"
+                body = json.dumps({"error": message}).encode()
+                del response.headers["Content-Type"], response.headers["Content-Length"]
+                response.headers["Content-Type"] = "application/json"
+                response.headers["Content-Length"] = str(len(body))
+                response.body = body
+            return response
+
     class DoemuWebSocketProtocol(WebSocketsSansIOProtocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # uvicorn builds a plain ServerProtocol and offers no hook to choose the class; the
+            # subclass adds behaviour to one method and no state, so it is swapped in as is.
+            self.conn.__class__ = JsonRefusingServerProtocol
+
         def send_receive_event_to_app(self) -> None:
             if self.read_paused or not self.queue.empty():
                 super().send_receive_event_to_app()  # the app is behind: pause, as uvicorn does
