@@ -139,6 +139,7 @@ def test_banner_and_a_graceful_stop_that_keeps_state(
     assert f"  url:     {server.url}" in lines
     assert f"  admin:   {server.url}/__doemu/api/health" in lines
     assert f"  persist: {server.persist_dir} (persistent)" in lines
+    assert "  durable: power (each commit fsynced before its output leaves)" in lines
     assert "  COUNTER → Counter (sql; main module src/entry.py)" in lines
     assert server.lines[len(lines)] == f"doemu ready on {server.url}"
 
@@ -198,8 +199,11 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
     """1. ``--reload --no-persist``: the parent owns one temp dir for every child.
     2. After a source edit restarts the child, the value is still there.
     3. SIGTERM to the group: exit 0, no traceback (no forced shutdown), temp dir removed.
-    4. Each child runs on the loop the parent was asked for (asyncio, not the default)."""
-    server = dev_server(counter_project, "--reload", "--no-persist", "--loop", "asyncio")
+    4. Each child runs on the loop and at the durability the parent was asked for (not the
+    defaults)."""
+    server = dev_server(
+        counter_project, "--reload", "--no-persist", "--loop", "asyncio", "--durability", "process"
+    )
     line = server.wait_for_line(r"^doemu: --no-persist: state in ")
     temp = Path(line.split("state in ", 1)[1].split(",", 1)[0])
     name = unique("cli-reload")
@@ -213,6 +217,8 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
     )
     assert httpx.get(f"{server.url}/COUNTER/{name}/value").json()["value"] == 1
     assert server.lines.count("  loop:    asyncio") == 2, server.output()
+    durable = "  durable: process (commits survive a crash of doemu, not of the machine)"
+    assert server.lines.count(durable) == 2, server.output()
     assert temp.is_dir()
     assert server.stop() == 0, server.output()
     assert "Traceback" not in server.output(), server.output()

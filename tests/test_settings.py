@@ -120,6 +120,19 @@ def test_pyproject_settings_errors(tmp_path: Path) -> None:
         resolve_settings({}, {}, pyproject)
 
 
+def test_durability_setting_defaults_to_power_and_comes_from_every_source(
+    tmp_path: Path,
+) -> None:
+    pyproject = write(tmp_path, '[tool.doemu]\ndurability = "process"\n', "pyproject.toml")
+    assert resolve_settings({}, {}, None).durability == "power"
+    assert resolve_settings({}, {}, pyproject).durability == "process"
+    assert resolve_settings({}, {"DOEMU_DURABILITY": " POWER "}, pyproject).durability == "power"
+    cli = {"durability": "process"}
+    assert resolve_settings(cli, {"DOEMU_DURABILITY": "power"}, None).durability == "process"
+    with pytest.raises(SettingsError, match="DOEMU_DURABILITY='disk': expected process or power"):
+        resolve_settings({}, {"DOEMU_DURABILITY": "disk"}, None)
+
+
 def test_loop_setting_comes_from_every_source_in_order(tmp_path: Path) -> None:
     pyproject = write(tmp_path, '[tool.doemu]\nloop = "asyncio"\n', "pyproject.toml")
     assert resolve_settings({}, {}, None).loop == "auto"
