@@ -10,6 +10,7 @@ import pytest
 from workers import DurableObject
 
 from doemu.alarms import MAX_ALARM_RETRIES
+from doemu.control import RuntimeControl
 from doemu.errors import AlarmError
 from doemu.testing.plugin import HarnessFactory
 
@@ -185,6 +186,32 @@ async def test_alarm_survives_restart_and_fires_at_its_time(doemu_harness: Harne
     assert "restart-later" not in CALLS
     await h.advance(1_000)
     assert len(CALLS["restart-later"]) == 1
+
+
+async def test_an_alarm_deleted_between_restore_and_release_stays_deleted(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """``doemu dev`` loads persisted alarms, answers requests, then arms them: an alarm an object
+    deletes (or moves) in between is not armed from the stale copy start-up loaded."""
+    h = await doemu_harness({"ALARMED": Alarmed})
+    await h.env.ALARMED.getByName("gone").arm(h.clock.now() + 5_000)
+    await h.env.ALARMED.getByName("moved").arm(h.clock.now() + 5_000)
+    await h.runtime.close()
+    h.runtime = h._new_runtime()
+    h.control = RuntimeControl(h.runtime)
+    await h.runtime.start(hold_alarms=True)  # as doemu dev starts: loaded, not armed yet
+    gone = h.env.ALARMED.getByName("gone")
+    await h.runtime.host("ALARMED", "gone").call(
+        "fetch", lambda inst: inst.ctx.storage.deleteAlarm()
+    )
+    moved_to = h.clock.now() + 60_000
+    await h.env.ALARMED.getByName("moved").arm(moved_to)
+    h.runtime.release_alarms()
+    assert await h.get_alarm("ALARMED", "gone") is None  # not the stale copy start-up loaded
+    assert await h.get_alarm("ALARMED", "moved") == moved_to
+    await h.advance(10_000)
+    assert "gone" not in CALLS and "moved" not in CALLS
+    assert await gone.get_alarm() is None
 
 
 async def test_run_alarm_now_delivers_a_future_alarm(doemu_harness: HarnessFactory) -> None:

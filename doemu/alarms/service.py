@@ -186,6 +186,7 @@ class AlarmService:
         is mirrored here, after it.
         """
         prepared = self._prepared.pop(key, None)
+        self._held.pop(key, None)  # restored, not yet armed, and changed since: this wins
         if when is not None:
             crash_point("alarm-committed")
         table = self._namespaces[key[0]].table
