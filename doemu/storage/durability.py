@@ -22,8 +22,10 @@ future for "durable up to here".
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import functools
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterable
 
 __all__ = ["SyncPool", "SyncTracker", "fsync_paths"]
@@ -46,28 +48,81 @@ def fsync_paths(paths: Iterable[str]) -> None:
 
 
 class SyncPool:
-    """The threads that run fsyncs for one runtime (started on first use)."""
+    """The threads that run fsyncs for one runtime (started on first use).
+
+    Cheap on the loop, because it runs once per commit: a job is a put on a C queue (no
+    ``concurrent.futures`` future, no asyncio future), and the threads hand results back in
+    batches, one loop wake-up for every job finished while the previous hand-back was pending.
+    Each thread takes one job at a time, so fsyncs of different files run side by side (the
+    filesystem's journal commits them together).
+    """
 
     def __init__(self, threads: int = POOL_THREADS) -> None:
-        self._threads = threads
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._size = threads
+        self._threads: list[threading.Thread] = []
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._finished: list[tuple[Callable[[BaseException | None], None], BaseException | None]]
+        self._finished = []
+        self._handing_back = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._busy = 0
         #: fsyncs run so far (tests check where they happen).
         self.count = 0
 
-    def sync(self, paths: tuple[str, ...]) -> asyncio.Future[None]:
-        """fsync ``paths`` off the loop; the future settles on the loop when they are durable."""
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                self._threads, thread_name_prefix="doemu-fsync"
-            )
+    def sync(self, paths: tuple[str, ...], done: Callable[[BaseException | None], None]) -> None:
+        """fsync ``paths`` off the loop; ``done(error or None)`` runs on the loop afterwards."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         self.count += len(paths)
-        return asyncio.get_running_loop().run_in_executor(self._executor, fsync_paths, paths)
+        self._busy += 1
+        if len(self._threads) < min(self._busy, self._size):
+            thread = threading.Thread(target=self._work, name="doemu-fsync", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        self._jobs.put((paths, done))
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            paths, done = job
+            error: BaseException | None = None
+            try:
+                fsync_paths(paths)
+            except OSError as exc:
+                error = exc
+            with self._lock:
+                self._finished.append((done, error))
+                if self._handing_back:
+                    continue
+                self._handing_back = True
+            loop = self._loop
+            assert loop is not None
+            try:
+                loop.call_soon_threadsafe(self._hand_back)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                return
+
+    def _hand_back(self) -> None:
+        with self._lock:
+            finished, self._finished = self._finished, []
+            self._handing_back = False
+        self._busy -= len(finished)
+        for done, error in finished:
+            done(error)
 
     def close(self) -> None:
         """Wait for the fsyncs in flight and stop the threads."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        threads, self._threads = self._threads, []
+        for _ in threads:
+            self._jobs.put(None)
+        for thread in threads:
+            thread.join()
+
+
+_Job = tuple[tuple[str, ...], Callable[[BaseException | None], None]]
 
 
 class SyncTracker:
@@ -93,7 +148,7 @@ class SyncTracker:
         self._on_error = on_error
         self._requested = 0
         self._synced = 0
-        self._inflight: asyncio.Future[None] | None = None
+        self._inflight = False
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._failed: BaseException | None = None
 
@@ -109,7 +164,7 @@ class SyncTracker:
             future.set_exception(self._failed)
             return future
         self._waiters.append((self._requested, future))
-        if self._inflight is None:
+        if not self._inflight:
             self._start()
         return future
 
@@ -128,13 +183,11 @@ class SyncTracker:
         covered = self._requested
         paths = (*self._extra, *self._paths)
         self._extra.clear()
-        job = self._pool.sync(paths)
-        self._inflight = job
-        job.add_done_callback(lambda done: self._finished(done, covered))
+        self._inflight = True
+        self._pool.sync(paths, functools.partial(self._finished, covered))
 
-    def _finished(self, job: asyncio.Future[None], covered: int) -> None:
-        self._inflight = None
-        error = job.exception() if not job.cancelled() else asyncio.CancelledError()
+    def _finished(self, covered: int, error: BaseException | None) -> None:
+        self._inflight = False
         if error is not None:
             self._failed = error
             waiters, self._waiters = self._waiters, []
