@@ -207,10 +207,11 @@ async def test_reads_and_the_process_level_never_fsync(
     h = await doemu_harness({"C": Counter}, durability="power")
     stub = h.env.C.getByName("a")
     await stub.incr()
-    before = len(fsyncs.synced("-wal"))
+    wal = _wal(h, "a")
+    before = len(fsyncs.synced(wal))
     assert await stub.get() == 1
     assert await stub.get() == 1
-    assert len(fsyncs.synced("-wal")) == before  # nothing written, nothing to sync
+    assert len(fsyncs.synced(wal)) == before  # nothing written, nothing to sync
     await h.close()
 
     fsyncs.calls.clear()
