@@ -11,8 +11,10 @@ spells the table's SQL; readers that must not write (the CLI with no server runn
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 __all__ = ["AlarmTable", "StoredAlarm", "load_alarms"]
@@ -22,28 +24,42 @@ StoredAlarm = tuple[str, float, str | None]
 
 _SELECT_ALL = "SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM"
 
+#: Rows the runtime's start-up scan reads between two turns of the loop.
+SCAN_CHUNK = 1000
+
 
 async def load_alarms(path: Path, *, read_only: bool = False) -> list[StoredAlarm]:
-    """Every alarm stored in the table at ``path`` (off the loop: start-up may read thousands).
+    """Every alarm stored in the table at ``path``, read by a worker thread with its own
+    connection (the readers of a persist dir; a runtime reads its open table with
+    :meth:`AlarmTable.load_all`). Plain ``sqlite3``, not aiosqlite: it is one query.
 
     ``read_only`` opens the file with ``mode=ro`` and reads nothing when the file or the table
     does not exist yet, so a reader never creates or writes a server's files.
     """
-    import aiosqlite  # only this scan needs it: importing the module does not pay for it
+    return await asyncio.to_thread(_read_alarms, path, read_only)
 
+
+def _read_alarms(path: Path, read_only: bool) -> list[StoredAlarm]:
     if read_only:
         target, uri = f"file:{quote(str(path), safe='/')}?mode=ro", True
     else:
         target, uri = str(path), False
     try:
-        async with aiosqlite.connect(target, uri=uri) as db:
-            cursor = await db.execute(_SELECT_ALL)
-            rows = await cursor.fetchall()
+        db = sqlite3.connect(target, uri=uri)
+        try:
+            rows = db.execute(_SELECT_ALL).fetchall()
+        finally:
+            db.close()
     except sqlite3.OperationalError:
         if read_only:
             return []  # no file or no table yet: nothing was ever scheduled
         raise
-    return [(str(r[0]), float(r[1]), None if r[2] is None else str(r[2])) for r in rows]
+    return [_stored(row) for row in rows]
+
+
+def _stored(row: tuple[Any, Any, Any]) -> StoredAlarm:
+    actor_id, scheduled, name = row
+    return str(actor_id), float(scheduled), None if name is None else str(name)
 
 
 class AlarmTable:
@@ -51,7 +67,7 @@ class AlarmTable:
 
     Writes are synchronous and tiny (one row) because they happen on the commit path of the
     object's own transaction, before any output leaves the object; the start-up scan, which may
-    read thousands of rows, goes through aiosqlite so the loop stays responsive.
+    read thousands of rows, gives the loop a turn between chunks (:meth:`load_all`).
     """
 
     def __init__(self, path: Path, *, durable: bool = False) -> None:
@@ -101,8 +117,26 @@ class AlarmTable:
         return None if row is None else float(row[0])
 
     async def load_all(self) -> list[StoredAlarm]:
-        """Every persisted alarm as ``(actor_id, scheduled_ms, actor_name)``."""
-        return await load_alarms(self.path)
+        """Every persisted alarm as ``(actor_id, scheduled_ms, actor_name)``.
+
+        Read with the table's own connection, on the loop, :data:`SCAN_CHUNK` rows at a time:
+        no worker thread to start and no second connection to open (a restart's table usually
+        holds a handful of rows, read in tens of microseconds instead of most of a
+        millisecond), while a table of thousands still lets the loop run between chunks. A
+        write on this connection between two chunks commits at once (a pending read does not
+        hold it back); the scan may or may not see it.
+        """
+        cursor = self._conn.execute(_SELECT_ALL)
+        alarms: list[StoredAlarm] = []
+        try:
+            while True:
+                rows = cursor.fetchmany(SCAN_CHUNK)
+                alarms.extend(_stored(row) for row in rows)
+                if len(rows) < SCAN_CHUNK:
+                    return alarms
+                await asyncio.sleep(0)
+        finally:
+            cursor.close()
 
     def close(self) -> None:
         self._conn.close()

@@ -12,7 +12,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -54,19 +53,60 @@ class _UserCode:
 
     A plain class, not a dataclass: it has one instance and is never compared or printed, and
     building a dataclass costs most of a millisecond of every start-up.
+
+    Which new modules are the user's is decided in two steps. At load time only what is cheap
+    (the module's file is under the project, and not in a framework package); whether that
+    file is in fact inside an installed library (a project's own ``.venv``) is checked when
+    :attr:`modules` is first read, by the next load or a name conflict: the check reads
+    sysconfig's paths, about a millisecond that a start-up would otherwise spend for nothing.
     """
 
-    __slots__ = ("modules", "paths")
+    __slots__ = ("_modules", "_unchecked", "paths")
 
     def __init__(self) -> None:
-        self.modules: set[str] = set()
+        self._modules: set[str] = set()
+        self._unchecked: list[tuple[str, str]] = []  # (module name, normalised file path)
         self.paths: list[str] = []
+
+    @property
+    def modules(self) -> set[str]:
+        """The user modules imported by the loads since the last :meth:`forget`."""
+        if self._unchecked:
+            libraries = library_dirs()
+            self._modules.update(
+                name for name, path in self._unchecked if not _under(path, libraries)
+            )
+            self._unchecked.clear()
+        return self._modules
+
+    def add(self, name: str, filename: str | None, roots: Sequence[str]) -> None:
+        """Note module ``name`` (file ``filename``) if it may be the user's (see above)."""
+        if not filename or name.partition(".")[0] in FRAMEWORK_PACKAGES:
+            return
+        path = os.path.normcase(os.path.abspath(filename))
+        if _under(path, roots):
+            self._unchecked.append((name, path))
+
+    def add_main(self, name: str) -> None:
+        """The main module is the user's wherever its file is."""
+        self._modules.add(name)
+
+    def forget(self) -> None:
+        self._modules.clear()
+        self._unchecked.clear()
+        self.paths.clear()
 
 
 _STATE = _UserCode()
 
 
+def _under(path: str, dirs: Sequence[str]) -> bool:
+    return any(path.startswith(d) for d in dirs)
+
+
 def library_dirs() -> list[str]:
+    import sysconfig  # a millisecond (it reads the build's config data): only when needed
+
     dirs = {sysconfig.get_path(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     dirs.add(_DOEMU_DIR)
     return [os.path.normcase(os.path.abspath(d)) + os.sep for d in dirs if d]
@@ -78,9 +118,7 @@ def is_user_module(
     if not filename or name.partition(".")[0] in FRAMEWORK_PACKAGES:
         return False
     path = os.path.normcase(os.path.abspath(filename))
-    if any(path.startswith(lib) for lib in libraries):
-        return False
-    return any(path.startswith(root) for root in roots)
+    return not _under(path, libraries) and _under(path, roots)
 
 
 def unload_user_modules() -> None:
@@ -90,8 +128,7 @@ def unload_user_modules() -> None:
     for entry in _STATE.paths:
         while entry in sys.path:
             sys.path.remove(entry)
-    _STATE.modules.clear()
-    _STATE.paths.clear()
+    _STATE.forget()
     importlib.invalidate_caches()
 
 
@@ -160,11 +197,7 @@ def import_main(config: WorkerConfig, *, reuse: bool) -> ModuleType:
 
 def record_user_modules(before: set[str], roots: Sequence[str], main_module: str) -> None:
     """Remember the modules imported since ``before`` that are the user's (see the docstring)."""
-    libraries = library_dirs()
-    _STATE.modules.update(
-        name
-        for name in set(sys.modules) - before
-        if is_user_module(name, getattr(sys.modules.get(name), "__file__", None), roots, libraries)
-    )
+    for name in set(sys.modules) - before:
+        _STATE.add(name, getattr(sys.modules.get(name), "__file__", None), roots)
     if main_module in sys.modules and main_module not in before:
-        _STATE.modules.add(main_module)
+        _STATE.add_main(main_module)
