@@ -10,7 +10,10 @@ durable, and a client that goes away must make the producer's next write fail.
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import sqlite3
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,8 @@ class Feed(DurableObject):
         path = request.url.rsplit("/", 1)[-1]
         if path == "upload":
             return await self.upload(request)
+        if path == "nobody":
+            return Response.json({"body": request.body is not None, "text": await request.text()})
         if path == "big":
             return self.big(int(request.headers.get("x-size") or 0))
         ts = TransformStream.new()
@@ -232,3 +237,32 @@ async def test_head_of_a_streamed_response_sends_headers_only(runtime: Runtime) 
         response = await http.head(f"{srv.url}/FEED/h/big", headers={"x-size": "131072"})
     assert response.status_code == 200
     assert response.content == b""
+
+
+async def test_a_request_with_neither_length_nor_chunks_has_no_body(runtime: Runtime) -> None:
+    """RFC 9112 section 6.3: a POST with neither Content-Length nor Transfer-Encoding has no
+    body. It gets none (not an empty stream), and answering thousands of them keeps nothing
+    alive (the stream machinery it used to get left a finalizer and a core behind each time)."""
+    async with serve(runtime) as srv:
+        host, port = srv.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+
+        async def post() -> bytes:
+            writer.write(b"POST /FEED/n/nobody HTTP/1.1\r\nHost: doemu\r\n\r\n")
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            return await reader.readexactly(length)
+
+        assert json.loads(await post()) == {"body": False, "text": ""}
+        gc.collect()
+        before = sum(isinstance(o, weakref.finalize) for o in gc.get_objects())
+        for _ in range(300):
+            await post()
+        gc.collect()
+        after = sum(isinstance(o, weakref.finalize) for o in gc.get_objects())
+        writer.close()
+    assert after - before < 30

@@ -1,10 +1,11 @@
 """HTTP bodies between the network and user code: read whole when small, streamed otherwise.
 
 * **Request bodies.** One that declares a length up to :data:`EAGER_BODY` is read before the
-  handler runs (the common case costs no stream machinery); a larger one, or one without a
-  length, becomes ``request.body``, a stream fed from the connection as the handler reads it, so
-  a large upload is never held whole in memory. Either way the server's size limit applies: past
-  it the read fails with a 413.
+  handler runs (the common case costs no stream machinery); a larger one, or a chunked one,
+  becomes ``request.body``, a stream fed from the connection as the handler reads it, so a large
+  upload is never held whole in memory. A request with neither ``Content-Length`` nor
+  ``Transfer-Encoding`` has no body (RFC 9112 section 6.3), whatever its method. Either way the
+  server's size limit applies: past it the read fails with a 413.
 * **Response bodies.** ``bytes`` go out in one message with their length. A stream body goes out
   chunk by chunk as it is produced: headers at once, no ``content-length``, each chunk when the
   producer writes it, and only as fast as the client takes it (uvicorn's ``send`` waits while the
@@ -40,21 +41,29 @@ class RequestBody:
     """A request's body as the handler gets it, and whether the connection has delivered it all.
 
     Only once it has may the server listen for the client going away (the same ``receive``
-    delivers both).
+    delivers both). The stream's generator holds the one-item ``_done`` list, never this object:
+    no reference cycle for the collector to find on every streamed request.
     """
 
-    __slots__ = ("complete", "data")
+    __slots__ = ("_done", "data")
 
     def __init__(self) -> None:
         self.data: bytes | ReadableStream | None = None
-        self.complete = False
+        self._done = [False]
+
+    @property
+    def complete(self) -> bool:
+        return self._done[0]
 
 
 async def read_request_body(scope: Message, receive: Receive, max_body: int) -> RequestBody:
     """The body of an HTTP request (see the module docstring); 400/413 on bad input."""
     declared: int | None = None
+    chunked = False
     for name, value in scope["headers"]:
-        if name == b"content-length":
+        if name == b"transfer-encoding":
+            chunked = True
+        elif name == b"content-length":
             try:
                 declared = int(value)
             except ValueError:
@@ -78,18 +87,18 @@ async def read_request_body(scope: Message, receive: Receive, max_body: int) -> 
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body.complete = True
+        body._done[0] = True
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         body.data = data or None
         return body
-    if scope.get("method") in ("GET", "HEAD") and declared is None:
-        body.complete = True  # nothing follows a bodiless request
+    if declared is None and not chunked:
+        body._done[0] = True  # neither a length nor chunks: the request has no body
         return body
-    body.data = stream_from_iterator(_chunks(receive, max_body, body))
+    body.data = stream_from_iterator(_chunks(receive, max_body, body._done))
     return body
 
 
-async def _chunks(receive: Receive, max_body: int, body: RequestBody) -> AsyncIterator[bytes]:
+async def _chunks(receive: Receive, max_body: int, done: list[bool]) -> AsyncIterator[bytes]:
     size = 0
     while True:
         message = await receive()
@@ -102,7 +111,7 @@ async def _chunks(receive: Receive, max_body: int, body: RequestBody) -> AsyncIt
                 raise HttpError(413, f"request body exceeds the {max_body} byte limit")
             yield chunk
         if not message.get("more_body", False):
-            body.complete = True
+            done[0] = True
             return
 
 
