@@ -8,8 +8,8 @@
 #
 # Knobs (environment): BENCH_RUNS (3), BENCH_DURATION (3 s measured per throughput row),
 # BENCH_WARMUP (1 s), BENCH_MICRO_RUNS (3), BENCH_STARTUP_OBJECTS (100000),
-# BENCH_STARTUP_ALARMS (10000), BENCH_PROFILE (1), BENCH_CROSSCHECK (1: the shared harness
-# ../shared/bench/load.py runs in the first round, where that file exists; N: in the first N
+# BENCH_STARTUP_ALARMS (10000), BENCH_PROFILE (1), BENCH_CROSSCHECK (BENCH_RUNS: the shared
+# harness ../shared/bench/load.py runs in every round, where that file exists; N: in the first N
 # rounds; 0: never), BENCH_EQUAL_IDLE (10: doemu's idle timeout in the equal-policy RSS run,
 # workerd's), BENCH_WORK (scratch dir for persist dirs, default ${TMPDIR:-/tmp}/doemu-bench),
 # BENCH_LOAD_ARGS and BENCH_SHARED_ARGS (extra bench/load.py and shared load.py options, e.g.
@@ -34,7 +34,7 @@ MICRO_RUNS="${BENCH_MICRO_RUNS:-3}"
 STARTUP_OBJECTS="${BENCH_STARTUP_OBJECTS:-100000}"
 STARTUP_ALARMS="${BENCH_STARTUP_ALARMS:-10000}"
 PROFILE="${BENCH_PROFILE:-1}"
-CROSSCHECK="${BENCH_CROSSCHECK:-1}"
+CROSSCHECK="${BENCH_CROSSCHECK:-$RUNS}"
 EQUAL_IDLE="${BENCH_EQUAL_IDLE:-10}"
 WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
@@ -143,7 +143,9 @@ for i in $(seq 1 "$RUNS"); do
       if [[ "${PHASES[$label]}" == *"$phase"* ]]; then load_run "$label" "$i" "$phase"; fi
     done
     if [ "$i" -le "$CROSSCHECK" ] && [[ abcdefg == *"$phase"* ]]; then
-      for label in doemu workerd; do shared_run "$label" "$i" "$phase"; done
+      cc_order=(doemu workerd)
+      if [ $(( i % 2 )) = 0 ]; then cc_order=(workerd doemu); fi
+      for label in "${cc_order[@]}"; do shared_run "$label" "$i" "$phase"; done
     fi
   done
 done

@@ -636,7 +636,8 @@ def _notes(results: Path, s: dict[str, Any], env: dict[str, Any]) -> str:
     out = ["## Method notes\n"]
     out.append(
         f"* {env.get('windows', 'n/a')}. The windows are shorter than the shared harness's "
-        "default 5 s (it runs with the same 3 s here), to keep `make bench` near 20 minutes; "
+        "default 5 s (it runs with the same windows here), to keep `make bench` near 20 "
+        "minutes; "
         "likewise the cold row's contrast request goes to 200 of the 1,000 objects and the RSS "
         "phase idles 5 s. HTTP rows use wrk with one thread; the other rows use the asyncio "
         "clients in `bench/benchlib.py`."
@@ -732,7 +733,8 @@ def _crosscheck(cross: dict[str, Any]) -> str:
     out = ["## Cross-check against ../shared/bench/load.py\n"]
     out.append(
         "The team's shared harness (aiohttp client) ran against the same two servers (doemu at "
-        f"power durability) in {cross['runs'].get('doemu', 0)} round(s) of this sitting, one "
+        f"power durability) in {cross['runs'].get('doemu', 0)} round(s) of this sitting (medians "
+        "below), one "
         "phase per invocation, so each phase again had a fresh server, right after this "
         "harness's runs of the same phase, with the same windows "
         f"({win.get('duration_s', 'n/a')} s after {win.get('warmup_s', 'n/a')} s warm-up; RSS "
