@@ -561,7 +561,17 @@ def _equal(s: dict[str, Any], env: dict[str, Any]) -> str:
     out.append("")
     runs = ", ".join(fmt(v, 1) for v in rows["eq_rss_10k"]["doemu_runs"])
     live = ", ".join(fmt(v, 0) for v in rows["eq_live_10k"]["doemu_runs"])
-    out.append(f"Per run, doemu at workerd's policy: RSS after 10,000 {runs} MB; live {live}.\n")
+    line = f"Per run, doemu at workerd's policy: RSS after 10,000 {runs} MB; live {live}."
+    capped = [
+        v for v in rows["eq_live_10k"]["doemu_runs"] if v and _num(cap) and v >= 0.98 * _num(cap)
+    ]
+    if capped:
+        line += (
+            f" In {len(capped)} of the runs doemu's live objects reached the cap: there the "
+            "open-file limit, not the idle rule, decided how many stayed live (doemu creates "
+            "objects faster than workerd, so more of them are less than 10 s old)."
+        )
+    out.append(line + "\n")
     return "\n".join(out)
 
 
@@ -777,9 +787,9 @@ def _crosscheck(cross: dict[str, Any]) -> str:
         f"target, the larger of that and how far their doemu values are apart); bold above "
         f"{_pct(cross)}: {cross['differ']} of {cross['compared']} rows. Where a server runs well "
         "below 100 % of a core under one harness but not the other (server CPU columns), that "
-        "harness's client sets the pace. Single runs on this shared machine drift: the cold and "
-        "alarm rows are mostly kernel file-system time, which changes with the disk's other "
-        "load, for either server."
+        "harness's client sets the pace. Runs on this shared machine drift: the cold and alarm "
+        "rows are mostly kernel file-system time, which changes with the disk's other load, for "
+        "either server, and a p99 of 100 alarms is one slow object creation."
     )
     if cross.get("stalls"):
         out.append(
