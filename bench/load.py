@@ -35,6 +35,7 @@ from benchlib import (
     log,
     run_wrk,
     tree_cpu_s,
+    tree_open_files,
     tree_rss_mb,
     wrk_path,
 )
@@ -159,6 +160,10 @@ class Run:
 
     async def phase_c(self) -> dict[str, Any]:
         n = self.args.cold_objects
+        # "cold" is a new object in a warm process: the first few activations after a start
+        # also pay one-time costs (lazy imports, JIT), so they are not measured
+        for i in range(self.args.cold_warmup):
+            await self.http.get(self.path(f"cold-warmup-{i}", "ping"))
         cold: list[float] = []
         errors = 0
         deadline = time.perf_counter() + 120
@@ -194,6 +199,14 @@ class Run:
     async def phase_d(self) -> dict[str, Any]:
         n, ms = self.args.alarms, self.args.alarm_ms
         names = [f"alarm-{i}" for i in range(n)]
+        # one alarm on another object first, so the burst does not pay the alarm machinery's
+        # first use after a start
+        await self.http.post(self.path("alarm-warmup", "alarm", "?ms=0"))
+        for _ in range(100):
+            status, body = await self.http.get(self.path("alarm-warmup", "alarmlog"))
+            if status == 200 and (json.loads(body) or [{}])[-1].get("fired") is not None:
+                break
+            await asyncio.sleep(0.01)
         t_client = time.time() * 1000
         sets = await self.http.fanout(
             "POST", [self.path(nm, "alarm", f"?ms={ms}") for nm in names], 10
@@ -309,7 +322,7 @@ class Run:
         self.server.stop()
         out: dict[str, Any] = {"fresh_start_to_ready_s": round(await self.start(), 3)}
         await asyncio.sleep(1.0)
-        out["before"] = tree_rss_mb(self.server.pid)
+        out["before"] = {**tree_rss_mb(self.server.pid), **tree_open_files(self.server.pid)}
         done = 0
         for mark in a.rss_marks:
             t0 = time.perf_counter()
@@ -320,14 +333,22 @@ class Run:
             await asyncio.sleep(0.5)
             out[f"after_{mark}"] = {
                 **tree_rss_mb(self.server.pid),
+                **tree_open_files(self.server.pid),
                 "ok": sum(1 for s, _ in res if s == 200),
                 "new_objects_per_s": round((mark - done) / el, 1),
             }
-            log(f"RSS after {mark} objects: {out[f'after_{mark}']['total_mb']} MB")
+            log(
+                f"RSS after {mark} objects: {out[f'after_{mark}']['total_mb']} MB, "
+                f"{out[f'after_{mark}']['live_objects']} live"
+            )
             done = mark
         await asyncio.sleep(a.rss_idle)
-        out["after_idle"] = {**tree_rss_mb(self.server.pid), "idle_s": a.rss_idle}
-        if a.label == "doemu":
+        out["after_idle"] = {
+            **tree_rss_mb(self.server.pid),
+            **tree_open_files(self.server.pid),
+            "idle_s": a.rss_idle,
+        }
+        if a.label.startswith("doemu"):
             status, body = await self.http.get("/__doemu/api/health")
             if status == 200:
                 out["doemu_live_objects"] = json.loads(body).get("live_objects")
@@ -412,7 +433,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     try:
         out["meta"]["start_to_ready_s"] = round(await run.start(), 3)
         out["meta"]["rss_at_start"] = tree_rss_mb(run.server.pid)
-        for phase in args.phases:
+        for i, phase in enumerate(args.phases):
+            if i > 0 and args.fresh_per_phase and phase != "f":  # f restarts by itself
+                # A fresh process per phase: what one phase leaves behind must not land in the
+                # next one's window. workerd evicts every object idle for ~10 s, and evicting the
+                # 1,000 objects that phase b last touched at once stalls its thread for 1-2 s,
+                # which then fell into whichever row ran 10 s later (see bench/README.md).
+                run.http.close()
+                run.server.stop()
+                await run.start()
             log(f"[{args.label}] phase {phase}")
             out.update(await getattr(run, f"phase_{phase}")())
     finally:
@@ -420,6 +449,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         run.server.stop()
     out["meta"]["total_s"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def merge(old: dict[str, Any], new: dict[str, Any], phases: str) -> dict[str, Any]:
+    """Results of one more invocation (other phases, same label and run) into an existing file;
+    ``meta`` keeps the first invocation's values and lists every invocation's."""
+    meta = old.get("meta", {})
+    meta.setdefault("invocations", [])
+    meta["invocations"].append({"phases": phases, **new["meta"]})
+    for key in ("start_to_ready_s", "rss_at_start"):
+        meta.setdefault(key, new["meta"].get(key))
+    merged = {**old, **{k: v for k, v in new.items() if k != "meta"}}
+    merged["meta"] = meta
+    return merged
 
 
 def main() -> None:
@@ -442,6 +484,9 @@ def main() -> None:
     ap.add_argument("--spread-objects", type=int, default=1000)
     ap.add_argument("--cold-objects", type=int, default=1000)
     ap.add_argument("--warm-objects", type=int, default=200, help="second request to the first N")
+    ap.add_argument(
+        "--cold-warmup", type=int, default=20, help="unmeasured new objects before phase c's"
+    )
     ap.add_argument("--alarms", type=int, default=100)
     ap.add_argument("--alarm-ms", type=int, default=100)
     ap.add_argument(
@@ -452,12 +497,23 @@ def main() -> None:
     ap.add_argument("--alarm-restart-slack", type=float, default=2.0)
     ap.add_argument("--no-wrk", action="store_true", help="use the asyncio client for HTTP rows")
     ap.add_argument("--run-id", default=None)
+    ap.add_argument(
+        "--fresh-per-phase",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="restart the server (same state) before every phase (default: on)",
+    )
+    ap.add_argument(
+        "--merge", action="store_true", help="add these phases' results to an existing --out"
+    )
     args = ap.parse_args()
     args.run_id = args.run_id or uuid.uuid4().hex[:8]
     if set(args.phases) - set(PHASES):
         ap.error(f"--phases takes letters from {PHASES!r}")
     args.loop_name = install_fast_loop()
     res = asyncio.run(main_async(args))
+    if args.merge and args.out and Path(args.out).exists():
+        res = merge(json.loads(Path(args.out).read_text()), res, args.phases)
     text = json.dumps(res, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -48,7 +48,7 @@ HEALTH = "/__doemu/api/health"
 def doemu_cmd(args: argparse.Namespace, state: Path) -> str:
     return (
         f"exec {args.doemu} dev --config {APP} --port {args.port} --persist-to {state} "
-        "--log-level warning"
+        f"--log-level warning --durability {args.durability}"
     )
 
 
@@ -248,7 +248,9 @@ async def startup(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     work: Path = args.work
     os.makedirs(work, exist_ok=True)
-    out: dict[str, Any] = {"meta": {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}}
+    out: dict[str, Any] = {
+        "meta": {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "durability": args.durability}
+    }
     t0 = time.perf_counter()
     for part in args.parts.split(","):
         state = work / part
@@ -278,6 +280,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8803)
     ap.add_argument("--doemu", default=str(REPO / ".venv" / "bin" / "doemu"))
     ap.add_argument("--server-log", default=os.devnull)
+    ap.add_argument("--durability", choices=("power", "process"), default="power")
     ap.add_argument("--parts", default="stash,evicted_cold,rss,startup")
     ap.add_argument("--stash-n", type=int, default=20000)
     ap.add_argument("--stash-bytes", type=int, default=1024)

@@ -64,7 +64,8 @@ class Ctx:
             "doemu": [str(venv / "doemu")],
             "tracemalloc": [str(venv / "python"), str(BENCH / "doemu_tracemalloc.py")],
         }[launcher]
-        tail = ["--port", str(self.port), "--persist-to", str(state), "--log-level", "warning"]
+        tail = ["--port", str(self.port), "--persist-to", str(state), "--log-level", "warning",
+                "--durability", "power"]  # fmt: skip  # the level the targets are judged at
         return [*head, "dev", "--config", str(APP), *tail]
 
     def server(self, state: Path, launcher: str = "doemu") -> Server:
@@ -157,6 +158,30 @@ async def prof_http(ctx: Ctx, row: str, launcher: str) -> dict[str, Any]:
                         connections=32,
                         seconds=secs,
                     )
+        elif row in ("incr_c1", "incr_c32"):
+            c = 1 if row == "incr_c1" else 32
+            what = f"wrk, incr on one object, {c} connection{'s' if c > 1 else ''}, power"
+            await http.post("/obj/i/incr")
+
+            async def work() -> None:
+                if wrk_path():
+                    await asyncio.to_thread(
+                        run_wrk,
+                        ctx.port,
+                        method="POST",
+                        path="/obj/i/incr",
+                        connections=c,
+                        seconds=secs,
+                    )
+        elif row == "create_rate":
+            what = "one incr each to never-used objects, 16 in flight, power"
+
+            async def work() -> None:
+                deadline, batch = time.perf_counter() + secs, 0
+                while time.perf_counter() < deadline:
+                    paths = [f"/obj/new-{batch}-{j}/incr" for j in range(160)]
+                    await http.fanout("POST", paths, 16)
+                    batch += 1
         elif row == "cold_p50":
             what = "first request to never-used objects, one at a time"
 
@@ -490,6 +515,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         elif row in (
             "ping_c32",
             "incr_spread",
+            "incr_c1",
+            "incr_c32",
+            "create_rate",
             "cold_p50",
             "ws_50_one",
             "ws_50_many",

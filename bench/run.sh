@@ -8,10 +8,12 @@
 #
 # Knobs (environment): BENCH_RUNS (3), BENCH_DURATION (3 s measured per throughput row),
 # BENCH_WARMUP (1 s), BENCH_MICRO_RUNS (3), BENCH_STARTUP_OBJECTS (100000),
-# BENCH_STARTUP_ALARMS (10000), BENCH_PROFILE (1), BENCH_CROSSCHECK (0; 1 runs
-# ../shared/bench/load.py once against both servers, where that file exists),
-# BENCH_WORK (scratch dir for persist dirs, default ${TMPDIR:-/tmp}/doemu-bench), BENCH_LOAD_ARGS
-# (extra bench/load.py options, e.g. '--rss-marks 200,1000' for a quick try; not for real numbers).
+# BENCH_STARTUP_ALARMS (10000), BENCH_PROFILE (1), BENCH_CROSSCHECK (BENCH_RUNS: the shared
+# harness ../shared/bench/load.py runs in every round, where that file exists; N: in the first N
+# rounds; 0: never), BENCH_EQUAL_IDLE (10: doemu's idle timeout in the equal-policy RSS run,
+# workerd's), BENCH_WORK (scratch dir for persist dirs, default ${TMPDIR:-/tmp}/doemu-bench),
+# BENCH_LOAD_ARGS and BENCH_SHARED_ARGS (extra bench/load.py and shared load.py options, e.g.
+# '--rss-marks 200,1000' for a quick try; not for real numbers).
 # `bash bench/run.sh --summarize` only rewrites BENCHMARKS.md from bench/results/.
 set -euo pipefail
 
@@ -32,7 +34,8 @@ MICRO_RUNS="${BENCH_MICRO_RUNS:-3}"
 STARTUP_OBJECTS="${BENCH_STARTUP_OBJECTS:-100000}"
 STARTUP_ALARMS="${BENCH_STARTUP_ALARMS:-10000}"
 PROFILE="${BENCH_PROFILE:-1}"
-CROSSCHECK="${BENCH_CROSSCHECK:-0}"
+CROSSCHECK="${BENCH_CROSSCHECK:-$RUNS}"
+EQUAL_IDLE="${BENCH_EQUAL_IDLE:-10}"
 WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
 
@@ -59,17 +62,21 @@ if ! command -v npm >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev
 fi
 (cd bench/peer && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 
-# doemu derives its live-object cap from the open-file limit: make it the same on every machine
-# (20,000, or the hard limit if lower); workerd keeps every object's files open and needs it too.
+# doemu derives its default live-object cap from the open-file limit: make the limit the same on
+# every machine (32,768, or the hard limit if lower); workerd keeps every live object's files open
+# and needs it too, and so does doemu's equal-policy run (below), which lifts the cap.
 hard="$(ulimit -Hn)"
-if [ "$hard" = unlimited ] || [ "$hard" -ge 20000 ]; then ulimit -n 20000; else ulimit -n "$hard"; fi
+if [ "$hard" = unlimited ] || [ "$hard" -ge 32768 ]; then ulimit -n 32768; else ulimit -n "$hard"; fi
+# The equal-policy run: as many live objects as the descriptors allow (three per live object:
+# the database, its WAL and its shared-memory index; 1,024 kept for everything else).
+EQUAL_CAP=$(( ($(ulimit -n) - 1024) / 3 ))
 
 rm -rf "$RESULTS" "$WORK"
 mkdir -p "$RESULTS" "$WORK"
 trap 'rm -rf "$WORK"' EXIT  # persist dirs (the start-up one is ~3 GB) never outlive the run
 : > "$RESULTS/commands.txt"
 "$BPY" bench/envinfo.py "$RESULTS/env.json" --work "$WORK" \
-  --windows "${DURATION} s measured after ${WARMUP} s warm-up per throughput row; ${RUNS} runs per server, interleaved"
+  --windows "${DURATION} s measured after ${WARMUP} s warm-up per throughput row; ${RUNS} runs per server, interleaved phase by phase, a fresh server for every phase"
 
 free_port() { "$BPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Logs a command into results/commands.txt (repo-relative, scratch dir as $WORK) and runs it.
@@ -85,28 +92,67 @@ logged() {
   "$@"
 }
 
-doemu_cmd() { echo "exec $repo/.venv/bin/doemu dev --config $repo/bench/app/wrangler.toml --port $1 --persist-to $2 --log-level warning"; }
+# doemu at power durability (workerd's: every commit durable before its output leaves) is the
+# one the targets are judged on; storage phases also run at process durability.
+doemu_at() {  # port, state, durability, extra options
+  echo "exec $repo/.venv/bin/doemu dev --config $repo/bench/app/wrangler.toml --port $1 --persist-to $2 --log-level warning --durability $3${4:+ $4}"
+}
+doemu_cmd() { doemu_at "$1" "$2" power; }
+doemu_process_cmd() { doemu_at "$1" "$2" process; }
+doemu_equal_cmd() { doemu_at "$1" "$2" power "--idle-timeout $EQUAL_IDLE --max-live-objects $EQUAL_CAP"; }
 workerd_cmd() { echo "exec $repo/bench/peer/serve.sh $1 $2"; }
 
-load_run() {  # label, index, command function, phases
-  local label="$1" i="$2" fn="$3" phases="$4" port state
+# What each variant runs: doemu (power) and workerd every phase; doemu at process durability the
+# phases that write (b incr, c cold first request, d alarms, f new objects and RSS); doemu with
+# workerd's eviction policy (idle objects evicted after EQUAL_IDLE s, no lower live cap) phase f.
+declare -A PHASES=([doemu]=abcdefgh [workerd]=abcdefgh [doemu_process]=bcdf [doemu_equal]=f)
+VARIANTS=(doemu workerd doemu_process doemu_equal)
+
+load_run() {  # label, index, phase(s): one invocation = one fresh server on fresh state
+  local label="$1" i="$2" phases="$3" port state
   port="$(free_port)"
-  state="$WORK/state-$label-$i"
+  state="$WORK/state-$label-$i-$phases"
   rm -rf "$state"
   # shellcheck disable=SC2086
   logged "$BPY" bench/load.py --label "$label" --port "$port" --phases "$phases" \
-    --duration "$DURATION" --warmup "$WARMUP" ${BENCH_LOAD_ARGS:-} --server-cmd "$($fn "$port" "$state")" \
-    --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" > /dev/null
+    --duration "$DURATION" --warmup "$WARMUP" ${BENCH_LOAD_ARGS:-} --server-cmd "$("${label}_cmd" "$port" "$state")" \
+    --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" --merge > /dev/null
+}
+
+shared="$repo/../shared/bench/load.py"
+[ -f "$shared" ] || CROSSCHECK=0
+shared_run() {  # label, index, phase: the shared harness, one phase against one fresh server
+  local label="$1" i="$2" phase="$3" port state
+  port="$(free_port)"
+  state="$WORK/cc-$label-$i-$phase"
   rm -rf "$state"
+  logged "$BPY" bench/crosscheck.py run --shared "$shared" --results "$RESULTS" --label "$label" \
+    --run "$i" --phases "$phase" --port "$port" --duration "$DURATION" --warmup "$WARMUP" \
+    --server-cmd "$("${label}_cmd" "$port" "$state")" ${BENCH_SHARED_ARGS:+--extra "$BENCH_SHARED_ARGS"}
 }
 
 # ---------------------------------------------------------------- contract runs
+# Phase by phase, every variant back to back (the order rotates each round), so the servers
+# compared in a row are measured within a minute or two of each other on this shared machine;
+# the shared harness's runs of that phase follow in the cross-check rounds.
 for i in $(seq 1 "$RUNS"); do
-  say "run $i/$RUNS: doemu"
-  load_run doemu "$i" doemu_cmd abcdefgh
-  say "run $i/$RUNS: workerd"
-  load_run workerd "$i" workerd_cmd abcdefgh
+  order=("${VARIANTS[@]:$(( (i - 1) % ${#VARIANTS[@]} ))}" "${VARIANTS[@]:0:$(( (i - 1) % ${#VARIANTS[@]} ))}")
+  for phase in a b c d e f g h; do
+    say "run $i/$RUNS, phase $phase"
+    for label in "${order[@]}"; do
+      if [[ "${PHASES[$label]}" == *"$phase"* ]]; then load_run "$label" "$i" "$phase"; fi
+    done
+    if [ "$i" -le "$CROSSCHECK" ] && [[ abcdefg == *"$phase"* ]]; then
+      cc_order=(doemu workerd)
+      if [ $(( i % 2 )) = 0 ]; then cc_order=(workerd doemu); fi
+      for label in "${cc_order[@]}"; do shared_run "$label" "$i" "$phase"; done
+    fi
+  done
 done
+if [ "$CROSSCHECK" -gt 0 ]; then "$BPY" bench/crosscheck.py compare --results "$RESULTS"; fi
+# The persist dirs go only now: deleting thousands of files is file-system work of its own, which
+# must not run right before another server's cold or create phase.
+rm -rf "$WORK"/state-* "$WORK"/cc-*
 
 # ---------------------------------------------------------------- micro-benchmarks
 template="$WORK/persist-100k"
@@ -120,7 +166,12 @@ if [ "$MICRO_RUNS" -gt 0 ]; then
     parts=stash,startup
     [ "$i" = 1 ] && parts=stash,evicted_cold,rss,startup
     logged "$BPY" bench/micro.py --work "$WORK/micro" --template "$template" --port "$(free_port)" \
-      --parts "$parts" --server-log "$RESULTS/micro-$i.server.log" --out "$RESULTS/micro-$i.json" > /dev/null
+      --parts "$parts" --durability power --server-log "$RESULTS/micro-$i.server.log" \
+      --out "$RESULTS/micro-$i.json" > /dev/null
+    # the parts that write (stash's commits, the overdue alarms' handlers) at process durability
+    logged "$BPY" bench/micro.py --work "$WORK/micro" --template "$template" --port "$(free_port)" \
+      --parts stash,startup --durability process --server-log "$RESULTS/micro_process-$i.server.log" \
+      --out "$RESULTS/micro_process-$i.json" > /dev/null
   done
 fi
 
@@ -130,16 +181,6 @@ if [ "$PROFILE" = 1 ]; then
   say "profiling every missed target"
   logged "$BPY" bench/profile_misses.py --results "$RESULTS" --work "$WORK/profile" --template "$template" \
     --port "$(free_port)"
-fi
-
-# ---------------------------------------------------------------- one-time cross-check
-shared="$repo/../shared/bench/load.py"
-if [ "$CROSSCHECK" = 1 ] && [ -f "$shared" ]; then
-  say "cross-check with ../shared/bench/load.py"
-  port="$(free_port)"
-  rm -rf "$WORK/cc-doemu" "$WORK/cc-workerd"
-  logged "$BPY" bench/crosscheck.py --shared "$shared" --results "$RESULTS" --port "$port" \
-    --doemu-cmd "$(doemu_cmd "$port" "$WORK/cc-doemu")" --workerd-cmd "$(workerd_cmd "$port" "$WORK/cc-workerd")"
 fi
 
 rm -rf "$WORK"
