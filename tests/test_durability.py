@@ -11,7 +11,6 @@ commit, and a commit that fails resets the object instead of being swallowed.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,6 @@ from workers import DurableObject, Response
 from doemu.alarms import service as alarm_service
 from doemu.errors import ObjectResetError, StorageError
 from doemu.storage import durability
-from doemu.storage import files as files_module
 from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually
@@ -67,7 +65,6 @@ class FsyncRecorder:
 def fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncRecorder]:
     recorder = FsyncRecorder()
     monkeypatch.setattr(durability, "fsync_paths", recorder)
-    monkeypatch.setattr(files_module, "fsync_paths", recorder)
     monkeypatch.setattr(alarm_service, "fsync_paths", recorder)
     yield recorder
     recorder.release()
@@ -361,22 +358,22 @@ async def test_a_commit_failing_at_the_end_of_a_turn_resets_the_object(
     assert await stub.incr() == 2
 
 
-async def test_the_power_level_fsyncs_spares_and_their_directory_off_the_loop(
+async def test_a_new_objects_file_and_its_entries_are_fsynced_off_the_loop(
     doemu_harness: HarnessFactory, fsyncs: FsyncRecorder
 ) -> None:
+    """The database file, its WAL and the directory entries naming them are fsynced by the
+    first commit's job in the pool; the thread making spare files syncs nothing (a burst of new
+    objects must not run it dry), and nothing of an object is fsynced on the loop."""
     h = await doemu_harness({"C": Counter}, durability="power")
     await h.env.C.getByName("a").incr()
-    spare_dir = os.sep + files_module.SPARE_DIR
-
-    def spares_synced() -> bool:
-        return any(
-            any(p.endswith(".sqlite") for p in c) and any(p.endswith(spare_dir) for p in c)
-            for c in fsyncs.calls
-        )
-
-    await eventually(spares_synced, what="a spare and the spare directory fsynced")
+    wal = _wal(h, "a")
+    database = wal.removesuffix("-wal")
+    directory = str(Path(database).parent)
+    [job] = fsyncs.synced(wal)
+    assert {database, directory, wal} <= set(job)
+    assert job.index(wal) == len(job) - 1  # the names first, the commit's WAL last
     loop_thread = threading.current_thread().name
     on_loop = [paths for thread, paths in fsyncs.threads if thread == loop_thread]
     # Only the alarm tables' new files, once, as the runtime is built: never an object's.
     assert on_loop and all(paths[0].endswith("metadata.sqlite") for paths in on_loop)
-    assert any(thread != loop_thread for thread, _ in fsyncs.threads)
+    assert not any(thread == "doemu-files" for thread, _ in fsyncs.threads)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from workers import DurableObject
 
+from doemu.objects.eviction import live_cap
 from doemu.testing.plugin import HarnessFactory
 
 BUILT: dict[str, int] = {}
@@ -147,3 +148,17 @@ async def test_ten_thousand_objects_under_a_20000_fd_limit(
         await h.env.KEEPER.getByName(f"fd-{i}").touch()
     assert h.runtime.eviction.live_count <= h.runtime.eviction.max_live
     assert len(h.object_ids("KEEPER")) == 10_000
+
+
+def test_a_live_cap_past_the_descriptor_limit_is_lowered_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asked to keep more objects live than the descriptors allow, the runtime would fail
+    activations with "unable to open database file"; it uses the most the limit allows."""
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (5_024, 5_024))
+    assert live_cap(None) == 1_000
+    assert live_cap(500) == 500
+    assert live_cap(1_000) == 1_000  # (5,024 - 1,024 reserved) // 4 descriptors each
+    assert "max live objects" not in caplog.text
+    assert live_cap(20_000) == 1_000
+    assert "max live objects 20000 needs more file descriptors" in caplog.text

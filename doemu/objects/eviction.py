@@ -24,7 +24,7 @@ import resource
 from ..clock import Clock, TimerHandle
 from .services import Evictable
 
-__all__ = ["DEFAULT_MAX_LIVE", "EvictionManager", "default_live_cap"]
+__all__ = ["DEFAULT_MAX_LIVE", "EvictionManager", "default_live_cap", "live_cap"]
 
 _log = logging.getLogger("doemu.eviction")
 
@@ -38,12 +38,39 @@ FD_RESERVE = 1024
 DEFAULT_MAX_LIVE = 1_000
 
 
-def default_live_cap() -> int:
-    """How many objects may be live at once: the default, lowered by the descriptor limit."""
+def fd_live_limit() -> int | None:
+    """How many objects the descriptor limit lets be live at once (None: no limit)."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return DEFAULT_MAX_LIVE
-    return max(64, min(DEFAULT_MAX_LIVE, (soft - FD_RESERVE) // (FDS_PER_OBJECT + 1)))
+        return None
+    return max(64, (soft - FD_RESERVE) // (FDS_PER_OBJECT + 1))
+
+
+def default_live_cap() -> int:
+    """How many objects may be live at once: the default, lowered by the descriptor limit."""
+    limit = fd_live_limit()
+    return DEFAULT_MAX_LIVE if limit is None else min(DEFAULT_MAX_LIVE, limit)
+
+
+def live_cap(requested: int | None) -> int:
+    """The live cap to use: ``requested`` (or the default), never past the descriptor limit.
+
+    A cap the process cannot hold open would fail activations with "unable to open database
+    file" once the descriptors run out; it is lowered, with a warning, instead.
+    """
+    if requested is None:
+        return default_live_cap()
+    limit = fd_live_limit()
+    if limit is not None and requested > limit:
+        _log.warning(
+            "max live objects %d needs more file descriptors than the limit allows "
+            "(ulimit -n %d); using %d",
+            requested,
+            resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+            limit,
+        )
+        return limit
+    return requested
 
 
 class EvictionManager:
@@ -63,7 +90,7 @@ class EvictionManager:
         self._clock = clock
         self._range_ms = (low * 1000.0, high * 1000.0)
         self._rng = rng or random.Random()
-        self.max_live = max_live if max_live is not None else default_live_cap()
+        self.max_live = live_cap(max_live)
         self._live: collections.OrderedDict[Evictable, None] = collections.OrderedDict()
         self._heap: list[tuple[float, int, Evictable]] = []
         self._seq = itertools.count()

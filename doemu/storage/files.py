@@ -28,10 +28,11 @@ object) spent most of its time in ``close()``.
 Durability: at the process level (WAL with ``synchronous=NORMAL``) a commit survives the process
 being killed once ``COMMIT`` returns; the template files are ordinary writes in the page cache,
 like any commit, and any prefix of them is a valid (empty) database. At the power level
-(``durable=True``) the worker fsyncs each spare's files and the spare directory as it makes them,
-and :meth:`ObjectFiles.create` returns what the new object's first commit must fsync besides its
-WAL: the directory entries the renames made (and, once per directory, the entry naming the
-directory itself), plus the database file when it was written in place.
+(``durable=True``) :meth:`ObjectFiles.create` returns what the new object's first commit must
+fsync besides its WAL: the database file and the directory entry that names it (and, once per
+directory, the entry naming the directory itself). Those fsyncs run in the commit's own job, off
+the loop; the worker making spares does none, so it keeps up with a burst of new objects (when it
+fsynced each spare, a burst ran it dry and new files were written on the loop).
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-from doemu.storage.durability import fsync_paths
 
 __all__ = ["SPARE_DIR", "FileClosing", "ObjectFiles", "template", "write_template"]
 
@@ -171,7 +170,7 @@ class ObjectFiles:
         self._top_up(directory, schema)
         if not self.durable:
             return ()
-        unsynced: tuple[str, ...] = () if spare is not None else (str(path),)
+        unsynced: tuple[str, ...] = (str(path),)
         if directory not in self._named:  # the directory's own entry, once per process
             self._named.add(directory)
             unsynced += (str(directory.parent),)
@@ -289,8 +288,6 @@ class ObjectFiles:
         spare = spare_dir / f"{os.getpid()}-{next(self._seq)}.sqlite"
         write_template(spare, schema)
         Path(f"{spare}-shm").touch()
-        if self.durable:  # here, off the loop: a renamed spare is then durable but for its name
-            fsync_paths((str(spare), f"{spare}-wal", str(spare_dir)))
         with self._lock:
             self._ready.setdefault(directory, []).append(spare)
         self._submit(functools.partial(self._fill, directory, schema))
