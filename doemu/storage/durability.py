@@ -181,10 +181,27 @@ class SyncTracker:
 
     def _start(self) -> None:
         covered = self._requested
+        done = functools.partial(self._finished, covered)
+        self._inflight = True
+        if not self._extra:
+            self._pool.sync(self._paths, done)
+            return
+        # A new file: its name and data too. One job per path, side by side (the journal commits
+        # them together), rather than one after the other on one thread.
         paths = (*self._extra, *self._paths)
         self._extra.clear()
-        self._inflight = True
-        self._pool.sync(paths, functools.partial(self._finished, covered))
+        left = len(paths)
+        failure: BaseException | None = None
+
+        def one_done(error: BaseException | None) -> None:
+            nonlocal left, failure
+            left -= 1
+            failure = failure or error
+            if left == 0:
+                done(failure)
+
+        for path in paths:
+            self._pool.sync((path,), one_done)
 
     def _finished(self, covered: int, error: BaseException | None) -> None:
         self._inflight = False
