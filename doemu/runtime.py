@@ -118,7 +118,7 @@ class Runtime:
             rng,
             self.events.emit,
             self._alarm_target,
-            durable=self.sync_pool is not None,
+            sync_pool=self.sync_pool,
         )
         binding_map = dict(bindings) if bindings is not None else {n: n for n in classes}
         self.namespaces: dict[str, Namespace] = {}
@@ -161,7 +161,7 @@ class Runtime:
         sql_enabled: bool,
         has_alarm_handler: bool,
         on_alarm_commit: Callable[[float | None], None],
-        on_alarm_prepare: Callable[[float | None], None],
+        on_alarm_prepare: Callable[[float | None], asyncio.Future[None] | None],
         on_commit_failed: Callable[[BaseException], None],
         exclusive: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
     ) -> ObjectStorage:
@@ -182,8 +182,10 @@ class Runtime:
     def alarm_committed(self, key: AlarmKey, when: float | None, name: str | None) -> None:
         self.alarms.committed(key, when, name)
 
-    def alarm_prepared(self, key: AlarmKey, when: float | None, name: str | None) -> None:
-        self.alarms.prepared(key, when, name)
+    def alarm_prepared(
+        self, key: AlarmKey, when: float | None, name: str | None
+    ) -> asyncio.Future[None] | None:
+        return self.alarms.prepared(key, when, name)
 
     def preempting(self) -> bool:
         return self.alarms.preempting()

@@ -11,6 +11,8 @@ commit, and a commit that fails resets the object instead of being swallowed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 from js import TransformStream, WebSocketPair
 from workers import DurableObject, Response
 
+from doemu import clone
 from doemu.alarms import service as alarm_service
 from doemu.errors import ObjectResetError, StorageError
 from doemu.storage import durability
@@ -387,3 +390,42 @@ async def test_a_new_objects_file_and_its_entries_are_fsynced_off_the_loop(
     # Only the alarm tables' new files, once, as the runtime is built: never an object's.
     assert on_loop and all(paths[0].endswith("metadata.sqlite") for paths in on_loop)
     assert not any(thread == "doemu-files" for thread, _ in fsyncs.threads)
+
+
+class Alarmed(DurableObject):
+    async def arm(self, at: float) -> float | None:
+        await self.ctx.storage.setAlarm(at)
+        return await self.ctx.storage.getAlarm()
+
+    async def alarm(self) -> None:
+        pass
+
+
+async def test_a_new_alarm_time_is_durable_in_the_table_before_the_object_commits_it(
+    doemu_harness: HarnessFactory, fsyncs: FsyncRecorder
+) -> None:
+    """At the power level the namespace's alarm table (what start-up reads) must hold a new
+    alarm before the object's own file can: the object's commit waits, off the loop, for the
+    table's fsync, and the caller's answer waits for both."""
+    h = await doemu_harness({"A": Alarmed}, durability="power")
+    stub = h.env.A.getByName("a")
+    await stub.arm(h.clock.now() + 60_000)
+    database = str(h.runtime.host("A", "a").storage.database_path)
+    table_wal = str(Path(database).parent / "metadata.sqlite-wal")
+
+    def committed_alarm() -> float | None:
+        with contextlib.closing(sqlite3.connect(database)) as db:
+            row = db.execute("SELECT value FROM _cf_METADATA WHERE key = 'alarm'").fetchone()
+        return None if row is None else float(clone.decode(row[0]))
+
+    fsyncs.hold()
+    at = h.clock.now() + 120_000
+    armed = asyncio.ensure_future(stub.arm(at))
+    await eventually(lambda: fsyncs.synced(table_wal), what="the table's fsync")
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert committed_alarm() == h.clock.now() + 60_000, "the object committed before the table"
+    assert not armed.done()
+    fsyncs.release()
+    assert await asyncio.wait_for(armed, 10) == at
+    assert committed_alarm() == at

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from doemu.alarms import load_alarms
 from doemu.alarms.table import SCAN_CHUNK, AlarmTable
+from doemu.storage.durability import SyncPool
 
 
 def _id(i: int) -> str:
@@ -23,9 +24,10 @@ async def test_a_large_table_is_read_whole_and_the_loop_runs_between_chunks(
     tmp_path: Path,
 ) -> None:
     """A table of two chunks and a bit is read whole, with the loop running between chunks; a
-    durable write made on the same connection mid-scan is committed (another connection sees
-    it) before the scan ends."""
-    table = AlarmTable(tmp_path / "metadata.sqlite", durable=True)
+    power-durable write made on the same connection mid-scan is committed (another connection
+    sees it) before the scan ends."""
+    pool = SyncPool()
+    table = AlarmTable(tmp_path / "metadata.sqlite", sync_pool=pool)
     try:
         count = 2 * SCAN_CHUNK + 7
         for i in range(count):
@@ -70,6 +72,7 @@ async def test_a_large_table_is_read_whole_and_the_loop_runs_between_chunks(
         )
     finally:
         table.close()
+        pool.close()
 
 
 async def test_an_empty_table_and_a_missing_file(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from ..faults import crash_point
 from ..ids import DurableObjectId, is_hex_id
 from ..persist import metadata_file
 from ..storage import ObjectStorage
-from ..storage.durability import fsync_paths
+from ..storage.durability import SyncPool, fsync_paths
 from .scheduler import AlarmKey, AlarmScheduler
 from .table import AlarmTable
 
@@ -118,10 +118,11 @@ class AlarmService:
         emit: Emit,
         resolve: Resolve,
         *,
-        durable: bool = False,
+        sync_pool: SyncPool | None = None,
     ) -> None:
         self._clock = clock
-        self._durable = durable
+        #: Power-loss durability: the pool that fsyncs new alarm times.
+        self._sync_pool = sync_pool
         #: Alarm times written to a table ahead of their object's commit (see :meth:`prepared`).
         self._prepared: dict[AlarmKey, float] = {}
         self._rng = rng
@@ -137,8 +138,8 @@ class AlarmService:
     def add_namespace(self, unique_key: str, directory: Path, binding: str) -> None:
         """Open the alarm table of a namespace (``directory`` is its persist directory)."""
         path = metadata_file(directory)
-        created = self._durable and not path.exists()
-        table = AlarmTable(path, durable=self._durable)
+        created = self._sync_pool is not None and not path.exists()
+        table = AlarmTable(path, sync_pool=self._sync_pool)
         if created:  # the new file's directory entry, before any alarm relies on it
             fsync_paths((str(path), str(directory), str(directory.parent)))
         self._namespaces[unique_key] = _Namespace(table, binding)
@@ -163,21 +164,25 @@ class AlarmService:
         return self._scheduler.preempting()
 
     # -- commit mirroring --------------------------------------------------------------------------
-    def prepared(self, key: AlarmKey, when: float | None, name: str | None) -> None:
+    def prepared(
+        self, key: AlarmKey, when: float | None, name: str | None
+    ) -> asyncio.Future[None] | None:
         """``key``'s object is about to commit alarm time ``when``: the table holds it first.
 
         So a crash after the object's commit still leaves the alarm where start-up looks; a
         crash before it leaves a row the object lacks, which fires once and is dropped (see
-        :meth:`_deliver`). ``None`` puts back a deletion after a failed commit.
+        :meth:`_deliver`). ``None`` puts back a deletion after a failed commit. Returns what
+        the object's commit must wait for: the row's fsync, at power-loss durability.
         """
         table = self._namespaces[key[0]].table
         if when is None:
             self._prepared.pop(key, None)
             table.delete(key[1])
-            return
-        table.set(key[1], when, name)
+            return None
+        synced = table.set(key[1], when, name)
         self._prepared[key] = when
         crash_point("alarm-prepared")
+        return synced
 
     def committed(self, key: AlarmKey, when: float | None, name: str | None) -> None:
         """A transaction that changed ``key``'s alarm is durable: mirror it and schedule it.

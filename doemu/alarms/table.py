@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..storage.durability import SyncPool, SyncTracker
+
 __all__ = ["AlarmTable", "StoredAlarm", "load_alarms"]
 
 #: ``(actor_id, scheduled_ms, actor_name)``: one row of the table.
@@ -70,11 +72,8 @@ class AlarmTable:
     read thousands of rows, gives the loop a turn between chunks (:meth:`load_all`).
     """
 
-    def __init__(self, path: Path, *, durable: bool = False) -> None:
+    def __init__(self, path: Path, *, sync_pool: SyncPool | None = None) -> None:
         self.path = path
-        #: Power-loss durability: a new alarm time is fsynced before it is written to the object
-        #: (see :meth:`set`); a deletion need not be (a stale row only wakes an object once).
-        self.durable = durable
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -82,22 +81,22 @@ class AlarmTable:
             "CREATE TABLE IF NOT EXISTS _cf_ALARM ("
             "actor_id TEXT PRIMARY KEY, scheduled_time INTEGER NOT NULL, actor_name TEXT)"
         )
+        #: Power-loss durability: new alarm times are fsynced off the loop (see :meth:`set`).
+        self._sync = None if sync_pool is None else SyncTracker(sync_pool, (f"{path}-wal",))
 
-    def set(self, actor_id: str, scheduled_ms: float, actor_name: str | None) -> None:
-        """Store an alarm time; at power-loss durability it is on disk when this returns.
+    def set(
+        self, actor_id: str, scheduled_ms: float, actor_name: str | None
+    ) -> asyncio.Future[None] | None:
+        """Store an alarm time; at power-loss durability, returns the future of its fsync.
 
-        The runtime calls it *before* the object's own commit of that alarm, so the row must not
-        be able to reach the disk after the object's file: that order is what lets a restart find
-        every alarm an object holds. An fsync on the loop, but only when an alarm time changes.
+        The runtime calls it *before* the object's own commit of that alarm, and the object's
+        commit waits for that future (see ``StorageConnection``): the row must not be able to
+        reach the disk after the object's file, or a power cut could leave an alarm only a
+        request to its object would find. The fsync runs off the loop; one covers every alarm
+        set while the previous one ran.
         """
-        if self.durable:
-            self._conn.execute("PRAGMA synchronous=FULL")
-            try:
-                self._upsert(actor_id, scheduled_ms, actor_name)
-            finally:
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-            return
         self._upsert(actor_id, scheduled_ms, actor_name)
+        return None if self._sync is None else self._sync.written()
 
     def _upsert(self, actor_id: str, scheduled_ms: float, actor_name: str | None) -> None:
         self._conn.execute(

@@ -411,8 +411,8 @@ class ObjectHost:
     def _on_alarm_commit(self, when: float | None) -> None:
         self._services.alarm_committed(self.key, when, self.id.name)
 
-    def _on_alarm_prepare(self, when: float | None) -> None:
-        self._services.alarm_prepared(self.key, when, self.id.name)
+    def _on_alarm_prepare(self, when: float | None) -> asyncio.Future[None] | None:
+        return self._services.alarm_prepared(self.key, when, self.id.name)
 
     def _on_commit_failed(self, error: BaseException) -> None:
         """A commit at the end of a turn, or its fsync, failed: the writes are gone (or may be).

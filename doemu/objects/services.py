@@ -83,7 +83,7 @@ class HostServices(Protocol):
         sql_enabled: bool,
         has_alarm_handler: bool,
         on_alarm_commit: Callable[[float | None], None],
-        on_alarm_prepare: Callable[[float | None], None],
+        on_alarm_prepare: Callable[[float | None], asyncio.Future[None] | None],
         on_commit_failed: Callable[[BaseException], None],
         exclusive: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
     ) -> ObjectStorage:
@@ -93,8 +93,11 @@ class HostServices(Protocol):
     def alarm_committed(self, key: tuple[str, str], when: float | None, name: str | None) -> None:
         """A transaction that changed the alarm of object ``key`` committed (None: deleted)."""
 
-    def alarm_prepared(self, key: tuple[str, str], when: float | None, name: str | None) -> None:
-        """Object ``key`` is about to commit alarm time ``when`` (None: put back a deletion)."""
+    def alarm_prepared(
+        self, key: tuple[str, str], when: float | None, name: str | None
+    ) -> asyncio.Future[None] | None:
+        """Object ``key`` is about to commit alarm time ``when`` (None: put back a deletion);
+        returns what the commit must wait for first, if anything."""
 
     def preempting(self) -> bool:
         """Whether an event about to start should first let due alarms begin."""

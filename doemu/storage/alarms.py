@@ -29,6 +29,7 @@ alarm, nothing is reported: the runtime settles the delivered alarm itself (cons
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import math
 from collections.abc import Callable
@@ -77,6 +78,7 @@ class AlarmStore:
         "_on_commit",
         "_on_prepare",
         "_prepared",
+        "_prepared_value",
         "_touched",
         "has_alarm_handler",
     )
@@ -88,15 +90,16 @@ class AlarmStore:
         *,
         has_alarm_handler: bool,
         on_alarm_commit: Callable[[float | None], None] | None,
-        on_alarm_prepare: Callable[[float | None], None] | None = None,
+        on_alarm_prepare: Callable[[float | None], asyncio.Future[None] | None] | None = None,
     ) -> None:
         self._conn = conn
         self._clock = clock
         self.has_alarm_handler = has_alarm_handler
         self._on_commit = on_alarm_commit
         self._on_prepare = on_alarm_prepare
-        #: An alarm time announced by before_commit for the commit under way.
+        #: An alarm time announced by before_commit for the commit under way, and its value.
         self._prepared = False
+        self._prepared_value: float | None = None
         # A hint that the alarm may have changed since the last commit (may be stale after a
         # savepoint rollback: after_commit compares values anyway).
         self._touched = False
@@ -189,27 +192,34 @@ class AlarmStore:
         self._touched = True
         return touched
 
-    def before_commit(self) -> None:
+    def before_commit(self) -> asyncio.Future[None] | None:
         """Called just before the implicit transaction commits: announce a new alarm time.
 
         Only a time is announced (a deletion is reported after the commit): the runtime's table
         then holds the alarm before the object's file does, so a crash between the two writes
         leaves at worst a table row for an alarm the object lacks, which fires once, finds
         nothing and is dropped, never an alarm that only a request to the object would find.
+        Returns what the commit must wait for first (the table's fsync, at power-loss
+        durability), or None.
         """
         if not self._touched or self._on_prepare is None:
-            return
+            return None
         scheduled = self._delivering
         if scheduled is not None and not self._delivery_touched(scheduled):
-            return  # still the alarm being delivered: nothing new to announce
+            return None  # still the alarm being delivered: nothing new to announce
         current = self.stored()
-        if current is not None and current != self._committed:
-            self._prepared = True
-            self._on_prepare(current)
+        if current is None or current == self._committed:
+            return None
+        if self._prepared and current == self._prepared_value:
+            return None  # announced already (the commit waited for it and runs now)
+        self._prepared = True
+        self._prepared_value = current
+        return self._on_prepare(current)
 
     def after_commit(self) -> None:
         """Called once the implicit transaction committed: report a changed alarm, once."""
         self._prepared = False
+        self._prepared_value = None
         if not self._touched:
             return
         scheduled = self._delivering
@@ -229,6 +239,7 @@ class AlarmStore:
         self._touched = False
         if self._prepared:  # announced, then not committed: put the table back
             self._prepared = False
+            self._prepared_value = None
             committed = self._committed
             if committed is _UNKNOWN and self._delivering is not None:
                 committed = self._delivering  # during a delivery the table holds its time

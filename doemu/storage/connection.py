@@ -90,7 +90,7 @@ class StorageConnection:
         on_rollback: Callable[[], None],
         files: ObjectFiles | None = None,
         sync_pool: SyncPool | None = None,
-        before_commit: Callable[[], None] | None = None,
+        before_commit: Callable[[], asyncio.Future[None] | None] | None = None,
         on_commit_failed: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.path = path
@@ -103,6 +103,8 @@ class StorageConnection:
         self._txn_open = False
         self._commit_scheduled = False
         self._commit_wanted = False
+        #: What the next COMMIT waits for (the alarm table's fsync of a new alarm time).
+        self._prerequisite: asyncio.Future[None] | None = None
         self._savepoints: list[Savepoint] = []
         self.commit_count = 0
         self.closed = False
@@ -260,11 +262,21 @@ class StorageConnection:
         if self._savepoints:
             self._commit_wanted = True
             return
+        if self._prerequisite is not None and not self._closing:
+            self._commit_wanted = True  # _prerequisite_done commits
+            return
         self._commit_wanted = False
         if not self._txn_open or self.closed:
             return
         if self._before_commit is not None:
-            self._before_commit()
+            prerequisite = self._before_commit()
+            if prerequisite is not None and not self._closing:
+                # Not yet: what this commit needs durable first is being fsynced off the loop.
+                # The transaction stays open (later writes join it) and output waits for it.
+                self._prerequisite = prerequisite
+                self._commit_wanted = True
+                prerequisite.add_done_callback(self._prerequisite_done)
+                return
         try:
             self.read(_COMMIT)
         except sqlite3.Error as exc:
@@ -288,9 +300,34 @@ class StorageConnection:
 
         Call after :meth:`commit`. With ``hold``, output made while a savepoint holds the commit
         back waits for that commit; without it (a call to another object, whose answer the
-        transaction may itself be waiting for) it waits only for what is committed.
+        transaction may itself be waiting for) it waits only for what is committed. A commit
+        waiting for its prerequisite is always waited for: nothing of user code holds it.
         """
-        return self.gate.barrier(hold and bool(self._savepoints))
+        held = (hold and bool(self._savepoints)) or self._prerequisite is not None
+        return self.gate.barrier(held)
+
+    def _prerequisite_done(self, prerequisite: asyncio.Future[None]) -> None:
+        """The fsync the pending commit waited for returned: commit now (or fail loudly)."""
+        if self._prerequisite is not prerequisite:
+            return
+        self._prerequisite = None
+        error = (
+            prerequisite.exception() if not prerequisite.cancelled() else asyncio.CancelledError()
+        )
+        if self.closed or not self._txn_open:
+            return
+        if error is not None:
+            failure = StorageError(f"Could not make storage writes durable: {error}")
+            self.gate.failed(failure)
+            self.rollback()
+            if self._on_commit_failed is not None:
+                self._on_commit_failed(failure)
+            return
+        if self._commit_wanted and not self._savepoints:
+            try:
+                self.commit()
+            except StorageError:
+                _log.error("deferred commit of %s failed; its writes were rolled back", self.path)
 
     def _sync_failed(self, error: BaseException) -> None:
         """An fsync of this file failed: its recent commits may not be durable."""

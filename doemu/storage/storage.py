@@ -59,7 +59,8 @@ class ObjectStorage(AsyncKvMethods):
     alarm time (or None) each time a transaction that changed the alarm commits;
     ``on_alarm_prepare`` with a new alarm time just *before* such a commit (the runtime's alarm
     table learns of an alarm before the object's file holds it, so a crash between the two writes
-    never leaves an alarm that only a request could find). ``sync_pool`` selects power-loss
+    never leaves an alarm that only a request could find; a future it returns is what the
+    commit waits for first). ``sync_pool`` selects power-loss
     durability; ``on_commit_failed`` is told when a commit at the end of a turn (or its fsync)
     fails, so the object can be reset loudly.
 
@@ -82,7 +83,7 @@ class ObjectStorage(AsyncKvMethods):
         limits: StorageLimits | None = None,
         has_alarm_handler: bool = True,
         on_alarm_commit: Callable[[float | None], None] | None = None,
-        on_alarm_prepare: Callable[[float | None], None] | None = None,
+        on_alarm_prepare: Callable[[float | None], asyncio.Future[None] | None] | None = None,
         exclusive: Exclusive | None = None,
         files: ObjectFiles | None = None,
         sync_pool: SyncPool | None = None,
@@ -112,8 +113,8 @@ class ObjectStorage(AsyncKvMethods):
         self._sync_kv = SyncKvStorage(self._conn, self._kv)
         self._transactions = TransactionGate(self._conn, self._kv, self._alarms, exclusive)
 
-    def _before_commit(self) -> None:
-        self._alarms.before_commit()
+    def _before_commit(self) -> asyncio.Future[None] | None:
+        return self._alarms.before_commit()
 
     def _after_commit(self) -> None:
         self._alarms.after_commit()
