@@ -196,6 +196,22 @@ class Agent(DurableObject):
         """Return False for clients that cannot take the JSON protocol frames (binary-only)."""
         return True
 
+    # The framework's own layers (the chat layer overrides these; user code does not).
+    def _before_connect_frames(self, connection: Connection) -> Any:
+        return None
+
+    def _handle_protocol_message(self, connection: Connection, message: Any) -> Any:
+        return False
+
+    def _handle_request(self, request: Any) -> Any:
+        return None
+
+    def _on_connection_closed(self, connection: Connection) -> Any:
+        return None
+
+    def _recover_internal_fiber(self, ctx: FiberRecoveryContext) -> Any:
+        return False
+
     def set_connection_readonly(self, connection: Connection, readonly: bool = True) -> None:
         connection._set_flag("readonly", readonly)
 

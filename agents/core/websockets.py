@@ -87,6 +87,19 @@ class ConnectionHooks(AgentHost, Protocol):
         self, connection: Connection, ctx: ConnectionContext
     ) -> Any: ...
 
+    # The framework's own layers on top of the agent (the chat layer): private, no-ops by default.
+    def _before_connect_frames(self, connection: Connection) -> Any:
+        """Frames a connection gets before ``cf_agent_identity`` (a resumable stream's)."""
+
+    def _handle_protocol_message(self, connection: Connection, message: Any) -> Any:
+        """True when a frame was the framework's own (never reaches ``on_message``)."""
+
+    def _handle_request(self, request: Any) -> Any:
+        """A response for a request the framework answers itself, else None."""
+
+    def _on_connection_closed(self, connection: Connection) -> Any:
+        """A connection closed or failed (before ``on_close``)."""
+
 
 async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
@@ -127,6 +140,9 @@ class WebSockets:
         if _is_upgrade(request):
             return await self._accept(request)
         try:
+            own = await _maybe_await(self._hooks._handle_request(request))
+            if own is not None:
+                return own
             return await _maybe_await(self._hooks.on_request(request))
         except Exception as exc:
             await self._core.report(exc, request)
@@ -162,6 +178,7 @@ class WebSockets:
         if await _maybe_await(hooks.should_connection_be_readonly(connection, ctx)):
             connection._set_flag("readonly", True)
         if await _maybe_await(hooks.should_send_protocol_messages(connection, ctx)):
+            await _maybe_await(hooks._before_connect_frames(connection))
             with self._connections.connecting(connection):
                 has_state = self._state.has_state  # may seed initial_state (and broadcast it)
             connection._send_quiet(
@@ -201,6 +218,8 @@ class WebSockets:
             await self._on_rpc(connection, frame)
             return
         try:
+            if await _maybe_await(self._hooks._handle_protocol_message(connection, message)):
+                return
             await _maybe_await(self._hooks.on_message(connection, message))
         except Exception as exc:
             await self._core.report(exc, connection)
@@ -222,6 +241,7 @@ class WebSockets:
         connection = Connection(ws)
         token = current_connection.set(connection)
         try:
+            await _maybe_await(self._hooks._on_connection_closed(connection))
             await _maybe_await(self._hooks.on_close(connection, code, reason, was_clean))
         except Exception as exc:
             await self._core.report(exc, connection)
@@ -237,4 +257,8 @@ class WebSockets:
         """``webSocketError``: reported to ``on_error`` with the connection as context."""
         if not is_connection(ws):
             return
-        await self._core.report(_as_exception(error), Connection(ws))
+        connection = Connection(ws)
+        try:
+            await _maybe_await(self._hooks._on_connection_closed(connection))
+        finally:
+            await self._core.report(_as_exception(error), connection)

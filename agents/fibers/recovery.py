@@ -82,9 +82,15 @@ HookResult = FiberResolution | Mapping[str, Any] | None
 
 
 class FiberHooks(AgentHost, Protocol):
-    """The hook recovery runs (sync or ``async``), overridden on the Agent subclass."""
+    """The hooks recovery runs (sync or ``async``): the framework's own first, then the user's.
+
+    ``_recover_internal_fiber`` answers True for a fiber the framework started for itself (a
+    chat turn, say), which it has recovered; the user's ``on_fiber_recovered`` never sees it.
+    """
 
     def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any: ...
+
+    def _recover_internal_fiber(self, ctx: FiberRecoveryContext) -> Any: ...
 
 
 def backoff_ms(interval_ms: float, failures: int) -> float:
@@ -281,7 +287,13 @@ class FiberRecovery:
         self._core.exec("DELETE FROM cf_agents_run_recovery WHERE id = ?", fiber_id)
 
     async def _call_hook(self, ctx: FiberRecoveryContext) -> HookResult:
-        """Run ``on_fiber_recovered`` (sync or async); exceptions propagate to the caller."""
+        """Run the framework's handler, else ``on_fiber_recovered`` (sync or async); exceptions
+        propagate to the caller."""
+        internal: Any = self._hooks._recover_internal_fiber(ctx)
+        if inspect.isawaitable(internal):
+            internal = await internal
+        if internal:
+            return None
         result: Any = self._hooks.on_fiber_recovered(ctx)  # an override may be a plain function
         if inspect.isawaitable(result):
             result = await result
