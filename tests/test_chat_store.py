@@ -452,6 +452,7 @@ async def test_upsert_delete_and_clear(doemu_harness: HarnessFactory, unique_nam
     await stub.persist([user("u1"), reply("a1", "x"), user("u2")])
     assert (await stub.upsert(reply("a1", "approval pending")))["writes"] == 1
     assert (await stub.upsert(reply("a9", "new")))["written"] is True
+    assert (await stub.upsert({"id": "x", "role": "tool", "parts": []}))["writes"] == 0
     assert ids(await stub.stored()) == ["u1", "a1", "u2", "a9"]
     assert await stub.delete(["a1", "nope", "a1"]) == 1
     assert ids(await stub.stored()) == ["u1", "u2", "a9"]

@@ -543,11 +543,13 @@ class MessageStore:
     def upsert(self, message: UIMessage) -> bool:
         """Write one (already prepared) message: in place if stored, else at the tail.
 
-        Returns False when nothing was written (its stored JSON is unchanged).
+        Returns False when nothing was written: its stored JSON is unchanged, or it is not a
+        valid message (logged, as :meth:`persist` does).
         """
         self._ensure_loaded()
         if not is_valid_message(message):
-            raise ValueError(f"expected a UIMessage with id, role and parts, got {message!r}")
+            _log.warning("not persisting chat message %r: not a valid UIMessage", message)
+            return False
         return self._write(message)
 
     def delete(self, ids: Iterable[str]) -> int:
