@@ -4,9 +4,10 @@ Every frame is what ``@cloudflare/ai-chat`` 0.12.2 (on ``agents`` 0.32.0) puts o
 for field, so ``useAgentChat`` and ``WebSocketChatTransport`` work against a Python
 ``AIChatAgent`` unchanged. Server → client:
 
-* ``cf_agent_use_chat_response`` ``{body, done, [error], id, type, [continuation], [replay],
-  [replayComplete], [seq], [outcome], [messageIds]}`` — one stream chunk (``body`` is the chunk's
-  JSON text and ``seq`` its index in the request's stream), or a terminal or control frame.
+* ``cf_agent_use_chat_response`` ``{body, done, id, type, [seq], [outcome], [continuation],
+  [messageIds]}`` (replayed ones add ``replay``/``replayComplete``) — one stream chunk
+  (``body`` is the chunk's JSON text and ``seq`` its index in the request's stream), or a
+  terminal or control frame.
   ``outcome`` is ``aborted``, ``error``, ``skipped``, ``recovering`` or ``completed`` (only for
   the "no response" case); absent means completed. ``messageIds`` (terminal frames only) names
   the trailing user messages of the request.
@@ -96,28 +97,32 @@ def response_frame(
     done: bool = False,
     error: bool = False,
     continuation: bool = False,
-    replay: bool = False,
-    replay_complete: bool = False,
     seq: int | None = None,
     outcome: Outcome | None = None,
     message_ids: list[str] | None = None,
 ) -> str:
-    """A ``cf_agent_use_chat_response`` frame (optional keys only when set, as the SDK)."""
-    frame: dict[str, Any] = {"body": body, "done": done}
-    if error:
+    """A live ``cf_agent_use_chat_response`` frame, keys in the published package's order.
+
+    Optional keys appear only when set. An in-band error (``error`` and not ``done``) leads with
+    ``error``; a thrown one (``error`` and ``done``) has it after ``done``; ``seq`` and
+    ``outcome`` come before ``continuation``, ``messageIds`` last (research §1.2). Replayed
+    frames have their own builders (:mod:`agents.chat.streams`).
+    """
+    frame: dict[str, Any] = {}
+    if error and not done:
+        frame["error"] = True
+    frame["body"] = body
+    frame["done"] = done
+    if error and done:
         frame["error"] = True
     frame["id"] = request_id
     frame["type"] = USE_CHAT_RESPONSE
-    if continuation:
-        frame["continuation"] = True
-    if replay:
-        frame["replay"] = True
-    if replay_complete:
-        frame["replayComplete"] = True
     if seq is not None:
         frame["seq"] = seq
     if outcome is not None:
         frame["outcome"] = outcome
+    if continuation:
+        frame["continuation"] = True
     if message_ids:
         frame["messageIds"] = list(message_ids)
     return dumps(frame)
