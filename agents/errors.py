@@ -13,6 +13,7 @@ __all__ = [
     "FiberConflictError",
     "FiberError",
     "FiberRecoveryExpiredError",
+    "InvalidMessageError",
     "NotInFiberError",
     "QueueError",
     "RetryOptionsError",
@@ -54,6 +55,19 @@ class QueueError(AgentsError):
 
 class RetryOptionsError(AgentsError, ValueError):
     """Retry options that cannot work (unknown key, fewer than one attempt, base > max)."""
+
+
+class InvalidMessageError(AgentsError, ValueError):
+    """A chat message (from a client, or read back from storage) is not a UI message.
+
+    ``field`` names what is wrong — ``"message"`` (not an object), ``"id"``, ``"role"`` or
+    ``"parts"`` — and ``value`` is the offending value.
+    """
+
+    def __init__(self, message: str, *, field: str, value: object = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
 
 
 class FiberError(AgentsError):
