@@ -24,6 +24,7 @@ from .errors import FiberAbortedError as FiberAbortedError
 from .errors import FiberConflictError as FiberConflictError
 from .errors import FiberError as FiberError
 from .errors import FiberRecoveryExpiredError as FiberRecoveryExpiredError
+from .errors import InvalidMessageError as InvalidMessageError
 from .errors import NotInFiberError as NotInFiberError
 from .errors import QueueError as QueueError
 from .errors import RetryOptionsError as RetryOptionsError
@@ -62,6 +63,7 @@ __all__ = [
     "FiberResolution",
     "FiberSignal",
     "FiberStatus",
+    "InvalidMessageError",
     "KeepAlive",
     "NotInFiberError",
     "QueueError",

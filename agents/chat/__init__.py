@@ -1,6 +1,42 @@
-"""``AIChatAgent`` and the chat layer: durable chat turns, resumable streams, the SDK's chat
-protocol (work in progress: the pieces land module by module)."""
+"""``AIChatAgent`` and the chat layer: durable chat turns, resumable streams and the SDK's chat
+protocol, so Cloudflare's ``useAgentChat`` talks to a Python agent unchanged.
+
+Layers, top to bottom: ``agent`` (the class) → ``turn`` (one turn), ``resume`` (the handshake)
+→ ``reply`` (reading a reply), ``turns`` (the queue), ``store`` and ``streams`` (SQLite) →
+``scripted``, ``producers`` (making UI-message streams) → ``messages``, ``reconcile`` → ``parts``
+→ ``chunks``, ``frames`` (the vocabulary and the wire).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .agent import CHAT_FIBER_PREFIX as CHAT_FIBER_PREFIX
+from .agent import AIChatAgent as AIChatAgent
+from .chunks import UI_MESSAGE_STREAM_HEADERS as UI_MESSAGE_STREAM_HEADERS
+from .chunks import Chunk as Chunk
+from .chunks import SseDecoder as SseDecoder
+from .chunks import encode_sse as encode_sse
+from .messages import UIMessage as UIMessage
+from .producers import text_stream as text_stream
+from .producers import tool_call as tool_call
+from .producers import ui_message_response as ui_message_response
+from .producers import ui_message_stream as ui_message_stream
+from .scripted import ScriptedModel as ScriptedModel
+from .scripted import demo_model as demo_model
+from .turn import ChatMessageOptions as ChatMessageOptions
+
+__all__ = [
+    "CHAT_FIBER_PREFIX",
+    "UI_MESSAGE_STREAM_HEADERS",
+    "AIChatAgent",
+    "ChatMessageOptions",
+    "Chunk",
+    "ScriptedModel",
+    "SseDecoder",
+    "UIMessage",
+    "demo_model",
+    "encode_sse",
+    "text_stream",
+    "tool_call",
+    "ui_message_response",
+    "ui_message_stream",
+]

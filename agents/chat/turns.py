@@ -135,6 +135,11 @@ class TurnQueue:
         """Whether a turn is running or waiting (what makes a submit *overlap*)."""
         return self._queued > 0
 
+    async def idle(self) -> None:
+        """Until every turn enqueued so far has ended (returns at once when none is)."""
+        while self._tail is not None:
+            await asyncio.shield(self._tail)
+
     def bump_generation(self) -> None:
         """``clear``: every turn enqueued so far is stale."""
         self._generation += 1

@@ -1,0 +1,367 @@
+"""``AIChatAgent``: durable chat turns over the SDK's chat protocol.
+
+A subclass implements :meth:`AIChatAgent.on_chat_message`; everything else is the framework's,
+matching ``@cloudflare/ai-chat`` 0.12.2 frame for frame so ``useAgentChat`` works unchanged:
+
+* **Requests.** ``cf_agent_use_chat_request`` frames are parsed, the user's messages persisted
+  and broadcast to the other connections, and the turn queued (:mod:`agents.chat.turns`). Each
+  turn runs as the durable fiber ``__cf_internal_chat_turn:<requestId>`` (its snapshot is the
+  SDK's envelope; ``stash()`` inside ``on_chat_message`` becomes its ``user`` half), so a turn
+  cut short by a crash is found on the next activation.
+* **Streaming** (:mod:`agents.chat.turn`): every chunk is applied to the assistant message,
+  stored in the resumable stream and broadcast with its ``seq``; at the end the message is
+  persisted and the stream's rows deleted in the same transaction, then the terminal frame goes
+  out.
+* **Resuming** (:mod:`agents.chat.resume`): a connection told ``cf_agent_stream_resuming`` gets
+  no live chunk until it acknowledges, then every stored chunk and the live rest.
+* **Recovery**, until bounded recovery lands: an interrupted turn's partial reply is persisted as
+  an assistant message, its stream closed (a reconnecting client still gets the stored chunks
+  and ``done: true``), and its fiber row removed — before the user's ``on_fiber_recovered``.
+
+Deliberate differences from the package (see the README): a request it cannot read gets an error
+frame instead of a server-side warning only; a failing ``on_chat_message`` ends the request with
+an error frame instead of leaving the client waiting; a JSON line split across reads of the
+model's SSE body is kept, not dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, ClassVar
+
+from workers import Response
+
+from ..agent import Agent
+from ..core.connections import Connection
+from ..core.protocol import dumps
+from ..errors import InvalidMessageError
+from ..fibers.types import FiberRecoveryContext
+from . import frames
+from .frames import ChatFrame, parse_chat_frame
+from .messages import UIMessage, auto_transform_messages, origin_message_ids, validate_message
+from .resume import ResumeHandshake
+from .store import MessageStore, RequestContext
+from .store import create_tables as create_message_tables
+from .streams import ResumableStreams
+from .streams import create_tables as create_stream_tables
+from .turn import ChatMessageOptions, TurnRunner, TurnSpec
+from .turns import Decision, SubmitPolicy, TurnQueue, TurnSkipped, parse_policy
+
+__all__ = ["CHAT_FIBER_PREFIX", "AIChatAgent", "ChatMessageOptions"]
+
+_log = logging.getLogger("agents.chat")
+
+#: The fiber every chat turn runs in: ``__cf_internal_chat_turn:<requestId>`` (the SDK's name).
+CHAT_FIBER_PREFIX = "__cf_internal_chat_turn:"
+
+_current_turn: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "agents_chat_turn", default=None
+)
+
+
+def new_request_id() -> str:
+    """A ``nanoid()``-like id (21 URL-safe characters), as the SDK's server-side ids."""
+    return secrets.token_urlsafe(16)[:21]
+
+
+class AIChatAgent(Agent):
+    """An agent whose clients chat with it through ``useAgentChat`` (see the module docstring).
+
+    Class options: ``message_concurrency`` — what a message sent while a turn runs does
+    (``"queue"``, ``"latest"``, ``"merge"``, ``"drop"`` or ``{"strategy": "debounce",
+    "debounceMs": N}``); ``max_persisted_messages`` — keep only the newest N messages.
+    """
+
+    message_concurrency: ClassVar[Any] = "queue"
+    max_persisted_messages: ClassVar[int | None] = None
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        sql = ctx.storage.sql
+        create_message_tables(sql)
+        create_stream_tables(sql)
+        self._chat_store = MessageStore(sql)
+        self._chat_store.load()
+        self._chat_context = RequestContext(sql)
+        self._chat_context.load()
+        self._chat_streams = ResumableStreams(sql, self._core.now, new_request_id)
+        self._chat_streams.restore()
+        self._chat_queue = TurnQueue()
+        self._chat_policy = SubmitPolicy()
+        self._chat_aborts: dict[str, asyncio.Event] = {}
+        self._chat_resume = ResumeHandshake(self._chat_streams, self._chat_queue)
+        self._chat_runner = TurnRunner(self)
+
+    # -- the user's hook --------------------------------------------------------------------------
+    async def on_chat_message(
+        self, on_finish: Callable[..., Any], options: ChatMessageOptions
+    ) -> Any:
+        """Answer the conversation in :attr:`messages`: return a ``Response`` whose body is a
+        UI-message stream (SSE, e.g. :func:`agents.chat.producers.ui_message_response`) or plain
+        text, or an (async) iterable of UI-message chunks. Override it."""
+        raise NotImplementedError(
+            "received a chat message, override on_chat_message and return a Response (or an "
+            "iterable of UI-message chunks) to send to the client"
+        )
+
+    async def on_chat_response(self, result: Mapping[str, Any]) -> None:
+        """Called after each turn with ``{message, requestId, continuation, status, error?}``."""
+
+    # -- the transcript ---------------------------------------------------------------------------
+    @property
+    def messages(self) -> list[UIMessage]:
+        """The persisted transcript, oldest first (a copy of the list)."""
+        return self._chat_store.messages
+
+    def persist_messages(
+        self, messages: Iterable[UIMessage], exclude_broadcast_ids: Iterable[str] = ()
+    ) -> list[UIMessage]:
+        """Upsert ``messages`` (unchanged ones are skipped) and broadcast the reconciled list
+        as ``cf_agent_chat_messages`` to every connection but ``exclude_broadcast_ids``."""
+        merged = self._chat_persist(list(messages))
+        self._chat_broadcast(frames.messages_frame(merged), exclude=exclude_broadcast_ids)
+        return merged
+
+    def _chat_persist(self, messages: list[UIMessage], *, delete_stale: bool = False) -> list[Any]:
+        return self._chat_store.persist(
+            messages, delete_stale=delete_stale, max_persisted=self.max_persisted_messages
+        )
+
+    async def save_messages(self, messages: Iterable[UIMessage]) -> dict[str, Any]:
+        """A programmatic turn: persist ``messages`` (broadcast to everyone), then answer."""
+        request_id = new_request_id()
+        self.persist_messages(list(messages))
+        spec = TurnSpec(request_id, origin_ids=origin_message_ids(self.messages))
+        return await self._chat_enqueue(spec)
+
+    async def continue_last_turn(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Continue the last assistant message with a new turn (``continuation: true``)."""
+        if not any(m.get("role") == "assistant" for m in self.messages):
+            return {"requestId": "", "status": "skipped"}
+        spec = TurnSpec(
+            new_request_id(),
+            continuation=True,
+            body=body if body is not None else self._chat_context.last_body,
+            client_tools=self._chat_context.last_client_tools,
+        )
+        return await self._chat_enqueue(spec)
+
+    def has_pending_interaction(self) -> bool:
+        """Whether an assistant message waits for a tool result or an approval."""
+        return any(
+            isinstance(part, dict)
+            and part.get("state") in ("input-available", "approval-requested")
+            for message in self.messages
+            if message.get("role") == "assistant"
+            for part in message.get("parts", [])
+        )
+
+    async def wait_until_stable(self, within: float | None = None) -> bool:
+        """Wait until no turn runs or waits and nothing awaits a client; False if ``within``
+        seconds ran out first (the SDK's ``waitUntilStable({timeout})``)."""
+        try:
+            async with asyncio.timeout(within):
+                while self._chat_queue.busy:
+                    await self._chat_queue.idle()
+        except TimeoutError:
+            return False
+        return not self.has_pending_interaction()
+
+    def stash(self, data: Any) -> None:
+        """Inside ``on_chat_message``: checkpoint ``data`` as the turn's recovery data (the
+        ``user`` half of the chat snapshot). Elsewhere: the fiber's ``stash``."""
+        envelope = _current_turn.get()
+        if envelope is None:
+            super().stash(data)
+            return
+        self._fiber_runs.stash({"__cfAIChatFiberSnapshot": envelope, "user": data})
+
+    # -- framework hooks (see Agent) --------------------------------------------------------------
+    def _before_connect_frames(self, connection: Connection) -> None:
+        self._chat_resume.on_connect(connection)
+
+    def _on_connection_closed(self, connection: Connection) -> None:
+        self._chat_resume.forget(connection.id)
+
+    def _handle_request(self, request: Any) -> Any:
+        path = str(request.url).split("?", 1)[0].rstrip("/")
+        if path.rsplit("/", 1)[-1] != "get-messages":
+            return None
+        return Response(dumps(self.messages), headers={"content-type": "application/json"})
+
+    async def _handle_protocol_message(self, connection: Connection, message: Any) -> bool:
+        frame = parse_chat_frame(message)
+        if frame is None:
+            return False
+        kind = frame.type
+        if kind == frames.USE_CHAT_REQUEST:
+            if frame.init.get("method") != "POST":
+                return False  # as the SDK: not a chat request after all
+            self._chat_request(connection, frame)
+        elif kind == frames.CHAT_MESSAGES:
+            self._chat_set_messages(connection, frame)
+        elif kind == frames.CHAT_CLEAR:
+            self._chat_clear(connection)
+        elif kind == frames.CHAT_REQUEST_CANCEL:
+            abort = self._chat_aborts.get(frame.id or "")
+            if abort is not None:
+                abort.set()
+        elif kind == frames.STREAM_RESUME_REQUEST:
+            self._chat_resume.request(connection, frame.probe_id)
+        elif kind == frames.STREAM_RESUME_ACK:
+            self._chat_resume_ack(connection, frame.id)
+        elif kind in (frames.TOOL_RESULT, frames.TOOL_APPROVAL):
+            self._chat_runner.tool_update(connection, frame)
+        return True
+
+    async def _recover_internal_fiber(self, ctx: FiberRecoveryContext) -> bool:
+        if not ctx.name.startswith(CHAT_FIBER_PREFIX):
+            return False
+        request_id = ctx.name[len(CHAT_FIBER_PREFIX) :]
+        active = self._chat_streams.active
+        if active is not None and active.request_id == request_id and not active.live:
+            self._chat_runner.finalize_orphan(active)
+            self._chat_resume.interrupted = request_id
+        _log.warning("agent %s: chat turn %s was interrupted; its partial reply is kept",
+                     self.name, request_id)  # fmt: skip
+        return True
+
+    # -- requests ---------------------------------------------------------------------------------
+    def _chat_error(self, connection: Connection, request_id: str, message: str) -> None:
+        """A request this agent cannot run: its sender gets an error frame naming why."""
+        _log.warning("agent %s: chat request %s refused: %s", self.name, request_id, message)
+        connection._send_quiet(frames.response_frame(request_id, message, done=True, error=True))
+
+    def _chat_request(self, connection: Connection, frame: ChatFrame) -> None:
+        request_id = frame.id
+        if not request_id:
+            _log.warning("agent %s: chat request without an id ignored", self.name)
+            return
+        raw = frame.init.get("body")
+        try:
+            body = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._chat_error(connection, request_id, "the chat request's body is not a JSON object")
+            return
+        try:
+            incoming = [validate_message(m) for m in auto_transform_messages(body.get("messages"))]
+        except InvalidMessageError as exc:
+            self._chat_error(connection, request_id, f"invalid chat request: {exc}")
+            return
+        rest = {k: v for k, v in body.items() if k not in ("messages", "clientTools", "trigger")}
+        tools = body.get("clientTools")
+        submit = body.get("trigger") != "regenerate-message"
+        origin = origin_message_ids(incoming)
+        decision = self._chat_policy.decide(
+            parse_policy(self.message_concurrency), overlapping=self._chat_queue.busy, submit=submit
+        )
+        if decision.drop:
+            connection._send_quiet(frames.messages_frame(self._chat_runner.rollback_snapshot()))
+            connection._send_quiet(
+                frames.response_frame(request_id, done=True, outcome="skipped", message_ids=origin)
+            )
+            return
+        self._chat_broadcast(frames.messages_frame(incoming), exclude=[connection.id])
+        self.persist_messages(incoming, exclude_broadcast_ids=[connection.id])
+        spec = TurnSpec(
+            request_id,
+            origin_ids=origin,
+            body=rest or None,
+            client_tools=tools if isinstance(tools, list) and tools else None,
+            sender=connection,
+            decision=decision,
+        )
+        self.ctx.waitUntil(self._chat_enqueue(spec))
+
+    def _chat_set_messages(self, connection: Connection, frame: ChatFrame) -> None:
+        try:
+            incoming = [validate_message(m) for m in auto_transform_messages(frame.messages)]
+        except InvalidMessageError as exc:
+            _log.warning("agent %s: cf_agent_chat_messages refused: %s", self.name, exc)
+            return
+        self.persist_messages(incoming, exclude_broadcast_ids=[connection.id])
+
+    def _chat_clear(self, connection: Connection) -> None:
+        self._chat_queue.bump_generation()
+        self._chat_policy.reset()
+        for abort in self._chat_aborts.values():
+            abort.set()
+        self._chat_store.clear()
+        self._chat_streams.clear_all()
+        self._chat_context.clear()
+        self._chat_resume.clear()
+        self._chat_broadcast(frames.clear_frame(), exclude=[connection.id])
+
+    def _chat_resume_ack(self, connection: Connection, request_id: str | None) -> None:
+        if request_id is None:
+            return
+        orphan = self._chat_resume.ack(connection, request_id)
+        if orphan is not None:  # replayed to the end: the dead producer's partial is kept
+            self._chat_runner.finalize_orphan(orphan)
+
+    # -- turns ------------------------------------------------------------------------------------
+    async def _chat_enqueue(self, spec: TurnSpec) -> dict[str, Any]:
+        """Queue a turn; run it (in its fiber) when its time comes. Returns its result."""
+        generation = self._chat_queue.generation
+        decision: Decision | None = spec.decision
+        before: Callable[[], Awaitable[None]] | None = None
+        policy = parse_policy(self.message_concurrency)
+        if decision is not None and decision.supersedable and policy.strategy == "debounce":
+
+            async def before() -> None:
+                await asyncio.sleep(policy.debounce_ms / 1000)
+
+        async def run() -> dict[str, Any]:
+            if decision is not None and self._chat_policy.superseded(decision):
+                raise TurnSkipped(f"turn {spec.request_id} was superseded")
+            return await self._chat_fiber(spec)
+
+        try:
+            result = await self._chat_queue.run(
+                spec.request_id, run, generation=generation, before=before
+            )
+        except TurnSkipped:
+            if spec.sender is not None:
+                spec.sender._send_quiet(
+                    frames.response_frame(
+                        spec.request_id, done=True, outcome="skipped", message_ids=spec.origin_ids
+                    )
+                )
+            return {"requestId": spec.request_id, "status": "skipped"}
+        try:
+            await self.on_chat_response(result)
+        except Exception as exc:
+            await self._core.report(exc, spec.sender)
+        return result
+
+    async def _chat_fiber(self, spec: TurnSpec) -> dict[str, Any]:
+        envelope = self._chat_runner.snapshot(spec)
+
+        async def body(_ctx: Any) -> dict[str, Any]:
+            self._fiber_runs.stash({"__cfAIChatFiberSnapshot": envelope, "user": None})
+            token = _current_turn.set(envelope)
+            try:
+                return await self._chat_runner.run(spec, self._chat_abort(spec.request_id))
+            finally:
+                _current_turn.reset(token)
+                self._chat_aborts.pop(spec.request_id, None)
+
+        return await self.run_fiber(CHAT_FIBER_PREFIX + spec.request_id, body)
+
+    def _chat_abort(self, request_id: str) -> asyncio.Event:
+        event = self._chat_aborts[request_id] = asyncio.Event()
+        return event
+
+    def _chat_broadcast(self, frame: str, *, exclude: Iterable[str] = ()) -> None:
+        """Send ``frame`` to every connection but ``exclude`` and those waiting to resume."""
+        excluded = set(exclude) | self._chat_resume.pending
+        for connection in self.get_connections():
+            if connection.id not in excluded:
+                connection._send_quiet(frame)

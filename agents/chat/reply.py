@@ -1,0 +1,132 @@
+"""What ``on_chat_message`` returns, read as UI-message chunks.
+
+The SDK accepts a ``Response`` whose body is the AI SDK's UI-message stream as SSE (or plain
+text), and so does this port; the Pythonic alternative is an async (or plain) iterable of chunk
+dicts, which needs no SSE at all. :func:`reply_chunks` turns any of them into one async stream of
+chunks, stopping when the turn is aborted, and :func:`is_response` tells a ``Response`` apart.
+
+Reading a body is portable: ``async for piece in response.body`` yields byte buffers on doemu and
+``Uint8Array`` proxies on Cloudflare (both have ``to_bytes()``). SSE lines split across reads
+are kept whole (:class:`~agents.chat.chunks.SseDecoder`), and so are UTF-8 characters split
+across the reads of a plain-text body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from .chunks import Chunk, SseDecoder, is_event_stream
+from .messages import plain_text_chunks
+
+__all__ = ["is_response", "reply_chunks"]
+
+
+def is_response(value: Any) -> bool:
+    """Whether ``value`` is a Workers ``Response`` (duck-typed: the SDK's or a compatible one)."""
+    return hasattr(value, "headers") and hasattr(value, "status") and hasattr(value, "body")
+
+
+def _as_bytes(piece: Any) -> bytes:
+    if isinstance(piece, bytes | bytearray | memoryview):
+        return bytes(piece)
+    to_bytes = getattr(piece, "to_bytes", None)
+    if to_bytes is not None:
+        return bytes(to_bytes())
+    if isinstance(piece, str):
+        return piece.encode()
+    return bytes(piece)
+
+
+async def _body_pieces(body: Any, abort: asyncio.Event) -> AsyncIterator[bytes]:
+    iterator = body.__aiter__()
+    try:
+        while not abort.is_set():
+            try:
+                piece = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            data = _as_bytes(piece)
+            if data:
+                yield data
+    finally:
+        cancel = getattr(body, "cancel", None)
+        if abort.is_set() and cancel is not None:
+            try:
+                result = cancel()
+                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                    await result
+            except Exception:
+                pass
+
+
+async def _response_chunks(
+    response: Any, request_id: str, abort: asyncio.Event
+) -> AsyncIterator[Chunk]:
+    body = response.body
+    if body is None:
+        return
+    content_type = response.headers.get("content-type")
+    if is_event_stream(content_type):
+        decoder = SseDecoder()
+        async for data in _body_pieces(body, abort):
+            for chunk in decoder.feed(data):
+                yield chunk
+        if not abort.is_set():
+            for chunk in decoder.finish():
+                yield chunk
+        return
+    # Plain text: the SDK's synthesised text block, the request id as the part id.
+    start, *_, end = plain_text_chunks(request_id, [])
+    yield start
+    text = codecs.getincrementaldecoder("utf-8")("replace")
+    async for data in _body_pieces(body, abort):
+        delta = text.decode(data)
+        if delta:
+            yield {"type": "text-delta", "id": request_id, "delta": delta}
+    tail = text.decode(b"", final=True)
+    if tail:
+        yield {"type": "text-delta", "id": request_id, "delta": tail}
+    yield end
+
+
+async def reply_chunks(result: Any, request_id: str, abort: asyncio.Event) -> AsyncIterator[Chunk]:
+    """The chunks of what ``on_chat_message`` returned, until the end or ``abort``.
+
+    A chunk that is not a dict with a string ``type`` is skipped (the SDK drops unparseable
+    lines the same way).
+    """
+    if is_response(result):
+        source: Any = _response_chunks(result, request_id, abort)
+    elif hasattr(result, "__aiter__"):
+        source = result
+    elif isinstance(result, Iterable) and not isinstance(result, str | bytes | dict):
+        source = _from_iterable(result)
+    else:
+        raise TypeError(
+            "on_chat_message() must return a Response, an (async) iterable of UI-message "
+            f"chunks, or None; got {type(result).__name__}"
+        )
+    iterator = source.__aiter__()
+    try:
+        while not abort.is_set():
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            if isinstance(chunk, dict) and isinstance(chunk.get("type"), str):
+                yield chunk
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:
+                pass
+
+
+async def _from_iterable(items: Iterable[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item

@@ -1,0 +1,103 @@
+"""The stream-resume handshake: who is told what about a stream, and when (research §1.4, §1.6).
+
+A client that (re)connects while a reply streams must not see half of it: on connect (before
+``cf_agent_identity``) it is told ``cf_agent_stream_resuming {id}`` and joins the *pending* set,
+which every chat broadcast skips. When it acknowledges (``cf_agent_stream_resume_ack``), it is
+sent every stored chunk of the stream (``replay: true``), then ``replayComplete`` if the producer
+still runs — live chunks follow — or ``done: true`` if the producer died with an earlier
+process (an *orphan*: the caller then keeps its partial reply).
+
+A client's probe (``cf_agent_stream_resume_request {probeId}``) is answered with the same
+``resuming`` (with the probe's id), with ``cf_agent_stream_pending`` while a turn is accepted but
+not streaming yet (the connection is told ``resuming`` as soon as it starts), or with
+``cf_agent_stream_resume_none {reason: "idle"}``. A turn interrupted by a crash and finalised by
+recovery stays resumable until the next turn starts: its stored chunks are replayed, then
+``done: true``.
+"""
+
+from __future__ import annotations
+
+from ..core.connections import Connection
+from . import frames
+from .streams import ActiveStream, ResumableStreams
+from .turns import TurnQueue
+
+__all__ = ["ResumeHandshake"]
+
+
+class ResumeHandshake:
+    """The in-memory side of resuming: the pending and parked connections (lost on eviction,
+    as in the SDK; a reconnecting client simply probes again)."""
+
+    __slots__ = ("_parked", "_queue", "_streams", "interrupted", "pending")
+
+    def __init__(self, streams: ResumableStreams, queue: TurnQueue) -> None:
+        self._streams = streams
+        self._queue = queue
+        #: Connections told ``resuming`` that have not acknowledged: no live chat frame for them.
+        self.pending: set[str] = set()
+        #: Connections told ``stream_pending``: they are told ``resuming`` when the stream starts.
+        self._parked: dict[str, Connection] = {}
+        #: The request of a turn a crash interrupted and recovery finalised (still replayable).
+        self.interrupted: str | None = None
+
+    def on_connect(self, connection: Connection) -> None:
+        """Before ``cf_agent_identity``: a stream is active, so the client is told first."""
+        active = self._streams.active
+        if active is not None:
+            self.pending.add(connection.id)
+            connection._send_quiet(frames.resuming_frame(active.request_id))
+
+    def request(self, connection: Connection, probe_id: str | None) -> None:
+        """Answer a probe (see the module docstring)."""
+        active = self._streams.active
+        if active is not None:
+            self.pending.add(connection.id)
+            connection._send_quiet(frames.resuming_frame(active.request_id, probe_id))
+        elif self._queue.busy:
+            self._parked[connection.id] = connection
+            connection._send_quiet(
+                frames.stream_pending_frame(self._queue.active_request_id, probe_id)
+            )
+        elif self.interrupted is not None:
+            self.pending.add(connection.id)
+            connection._send_quiet(frames.resuming_frame(self.interrupted, probe_id))
+        else:
+            connection._send_quiet(frames.resume_none_frame("idle", probe_id))
+
+    def ack(self, connection: Connection, request_id: str) -> ActiveStream | None:
+        """Replay ``request_id``'s stream to ``connection``; returns the orphan it replayed to
+        the end (whose partial the caller keeps), else None."""
+        self.pending.discard(connection.id)
+        active = self._streams.active
+        if active is not None and active.request_id != request_id:
+            return None  # an older request: ignored, as the SDK does
+        live = active.live if active is not None else False
+        for frame in self._streams.replay_frames(request_id, live=live):
+            if not connection._send_quiet(frame):
+                return None  # gone mid-replay: the stream waits for the next attempt
+        return active if active is not None and not active.live else None
+
+    def started(self, request_id: str) -> None:
+        """A turn's stream started: parked connections are told ``resuming`` now."""
+        self.interrupted = None
+        parked, self._parked = self._parked, {}
+        for connection_id, connection in parked.items():
+            self.pending.add(connection_id)
+            connection._send_quiet(frames.resuming_frame(request_id))
+
+    def finished(self) -> None:
+        """The stream ended: whoever still waited to resume gets the terminal frames live."""
+        self.pending.clear()
+        parked, self._parked = self._parked, {}
+        for connection in parked.values():
+            connection._send_quiet(frames.resume_none_frame(None))
+
+    def forget(self, connection_id: str) -> None:
+        self.pending.discard(connection_id)
+        self._parked.pop(connection_id, None)
+
+    def clear(self) -> None:
+        """``cf_agent_chat_clear``: nothing is resumable any more."""
+        self.finished()
+        self.interrupted = None

@@ -1,0 +1,303 @@
+"""One chat turn: call ``on_chat_message``, stream its reply, persist the message, end the request.
+
+Per chunk (research §4.3): the chunk is applied to the assistant message
+(:class:`~agents.chat.messages.AssistantMessage` also says what to send in its place), stored in
+the resumable stream (which gives its ``seq``) and broadcast to every connection not waiting to
+resume. At the end the message is persisted and the stream's rows deleted with no ``await`` in
+between (one implicit transaction), the transcript goes to the other connections, and then the
+terminal frame to everyone — so a client that sees ``done`` never gets an older snapshot after.
+
+Ends of a turn: ``completed``; ``aborted`` (cancelled: the partial is kept, the open text part
+still ``streaming``); ``error`` from an in-band ``error`` chunk (an error frame, then ``done``
+with ``outcome: "error"``); and, unlike the SDK (which sends nothing), a failing
+``on_chat_message`` or reply stream ends the request with an error frame naming the failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.connections import Connection
+from ..core.protocol import dumps
+from . import frames
+from .chunks import TOOL_OUTPUT_AVAILABLE, TOOL_OUTPUT_DENIED, TOOL_OUTPUT_ERROR
+from .frames import ChatFrame
+from .messages import AssistantMessage, UIMessage
+from .parts import find_tool_part
+from .reply import reply_chunks
+from .streams import ActiveStream
+from .turns import Decision
+
+__all__ = ["ChatMessageOptions", "TurnRunner", "TurnSpec"]
+
+_log = logging.getLogger("agents.chat")
+
+#: Chunks stored at once rather than with the next ten (a tool result must survive a crash).
+_FLUSH_AT_ONCE = frozenset({TOOL_OUTPUT_AVAILABLE, TOOL_OUTPUT_ERROR, TOOL_OUTPUT_DENIED})
+_WAITING_STATES = frozenset({"input-available", "approval-requested", "approval-responded"})
+
+
+@dataclass(frozen=True)
+class ChatMessageOptions:
+    """The second argument of ``on_chat_message`` (the SDK's ``OnChatMessageOptions``).
+
+    ``abort_signal`` is set when the client cancels the turn (or a clear aborts it): stop the
+    model call and return; what was streamed so far is kept.
+    """
+
+    request_id: str
+    abort_signal: asyncio.Event
+    client_tools: list[Any] | None = None
+    body: dict[str, Any] | None = None
+    continuation: bool = False
+
+
+@dataclass
+class TurnSpec:
+    """What one turn answers: its request, who sent it, and the context it runs with."""
+
+    request_id: str
+    continuation: bool = False
+    origin_ids: list[str] = field(default_factory=list)
+    body: dict[str, Any] | None = None
+    client_tools: list[Any] | None = None
+    #: The connection whose request this is (None for programmatic and continuation turns,
+    #: whose transcript snapshot goes to everyone).
+    sender: Connection | None = None
+    decision: Decision | None = None
+
+
+class TurnRunner:
+    """Runs turns for one ``AIChatAgent`` (``agent``: its private chat components)."""
+
+    __slots__ = ("_agent",)
+
+    def __init__(self, agent: Any) -> None:
+        self._agent = agent
+
+    def snapshot(self, spec: TurnSpec) -> dict[str, Any]:
+        """The SDK's chat-turn snapshot envelope (the ``__cfAIChatFiberSnapshot`` half)."""
+        messages = self._agent.messages
+        latest = messages[-1] if messages else None
+        latest_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        envelope: dict[str, Any] = {
+            "kind": "ai-chat-turn",
+            "version": 1,
+            "requestId": spec.request_id,
+            "recoveryRootRequestId": spec.request_id,
+            "continuation": spec.continuation,
+            "latestMessageId": latest.get("id") if latest else None,
+            "latestMessageRole": latest.get("role") if latest else None,
+            "latestUserMessageId": latest_user.get("id") if latest_user else None,
+            "startedAt": int(self._agent._core.now()),
+            "originMessageIds": list(spec.origin_ids),
+        }
+        if spec.body is not None:
+            envelope["lastBody"] = spec.body
+        if spec.client_tools is not None:
+            envelope["lastClientTools"] = spec.client_tools
+        return envelope
+
+    # -- a turn -----------------------------------------------------------------------------------
+    async def run(self, spec: TurnSpec, abort: asyncio.Event) -> dict[str, Any]:
+        agent = self._agent
+        context = agent._chat_context
+        if not spec.continuation:
+            context.last_body = spec.body
+            context.last_client_tools = spec.client_tools
+        options = ChatMessageOptions(
+            spec.request_id, abort, spec.client_tools, spec.body, spec.continuation
+        )
+        result: dict[str, Any] = {
+            "requestId": spec.request_id,
+            "continuation": spec.continuation,
+            "status": "completed",
+        }
+        try:
+            reply = agent.on_chat_message(_no_op, options)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        except Exception as exc:
+            return await self._failed(spec, result, exc)
+        if reply is None:
+            self._end(spec, "No response was generated by the agent.", outcome="completed")
+            return result
+        return await self._stream(spec, reply, abort, result)
+
+    async def _stream(
+        self, spec: TurnSpec, reply: Any, abort: asyncio.Event, result: dict[str, Any]
+    ) -> dict[str, Any]:
+        agent = self._agent
+        streams = agent._chat_streams
+        builder = AssistantMessage.for_turn(
+            agent.messages, continuation=spec.continuation, now_ms=agent._core.now()
+        )
+        streams.start(
+            spec.request_id,
+            message_id=builder.id,
+            continuation=spec.continuation,
+            origin_message_ids=spec.origin_ids,
+        )
+        agent._chat_resume.started(spec.request_id)
+        try:
+            async for chunk in reply_chunks(reply, spec.request_id, abort):
+                for out in builder.consume(chunk):
+                    body = dumps(out)
+                    seq = streams.store(body, flush_now=out.get("type") in _FLUSH_AT_ONCE)
+                    agent._chat_broadcast(
+                        frames.response_frame(
+                            spec.request_id, body, seq=seq, continuation=spec.continuation
+                        )
+                    )
+                if builder.error_text is not None:
+                    break
+        except Exception as exc:
+            streams.mark_error(str(exc))
+            self._keep(spec, builder)
+            return await self._failed(spec, result, exc)
+        result["message"] = builder.message
+        if builder.error_text is not None:  # an in-band error chunk ended the reply
+            agent._chat_broadcast(
+                frames.response_frame(
+                    spec.request_id, builder.error_text, error=True, message_ids=spec.origin_ids
+                )
+            )
+            streams.mark_error(builder.error_text)
+            self._keep(spec, builder)
+            self._end(spec, outcome="error")
+            result.update(status="error", error=builder.error_text)
+            return result
+        aborted = abort.is_set()
+        streams.finish("aborted" if aborted else None)
+        self._keep(spec, builder)
+        streams.cutover()
+        self._end(spec, outcome="aborted" if aborted else None)
+        if aborted:
+            result["status"] = "aborted"
+        return result
+
+    def _keep(self, spec: TurnSpec, builder: AssistantMessage) -> None:
+        """Persist the turn's assistant message; the transcript goes to the other connections
+        (to everyone for a turn no connection asked for)."""
+        agent = self._agent
+        messages: list[UIMessage] = [m for m in agent.messages if m.get("id") != builder.id]
+        if not builder.parts and not spec.continuation:
+            return
+        exclude = [spec.sender.id] if spec.sender is not None else []
+        agent.persist_messages([*messages, builder.message], exclude_broadcast_ids=exclude)
+
+    def _end(self, spec: TurnSpec, body: str = "", *, outcome: Any = None) -> None:
+        """The request's terminal frame, to everyone not waiting to resume."""
+        agent = self._agent
+        agent._chat_resume.finished()
+        agent._chat_broadcast(
+            frames.response_frame(
+                spec.request_id,
+                body,
+                done=True,
+                outcome=outcome,
+                continuation=spec.continuation,
+                message_ids=spec.origin_ids,
+            )
+        )
+
+    async def _failed(
+        self, spec: TurnSpec, result: dict[str, Any], exc: BaseException
+    ) -> dict[str, Any]:
+        agent = self._agent
+        await agent._core.report(exc, spec.sender)
+        agent._chat_resume.finished()
+        agent._chat_broadcast(
+            frames.response_frame(
+                spec.request_id,
+                f"The chat turn failed: {exc}",
+                done=True,
+                error=True,
+                continuation=spec.continuation,
+                message_ids=spec.origin_ids,
+            )
+        )
+        result.update(status="error", error=str(exc))
+        return result
+
+    # -- interrupted turns, tools -----------------------------------------------------------------
+    def finalize_orphan(self, active: ActiveStream) -> None:
+        """A stream whose producer died: keep its partial reply, close the stream."""
+        agent = self._agent
+        streams = agent._chat_streams
+        bodies = streams.stored_bodies(active.stream_id)
+        last = next((m for m in reversed(agent.messages) if m.get("role") == "assistant"), None)
+        if active.continuation and last is not None:
+            builder = AssistantMessage.continuing(last)
+        else:
+            builder = AssistantMessage(
+                {"id": active.message_id or "", "role": "assistant", "parts": []}
+            )
+        for body in bodies:
+            try:
+                chunk = json.loads(body)
+            except ValueError:
+                continue
+            if isinstance(chunk, dict):
+                builder.apply(chunk)
+        if builder.parts and builder.id:
+            messages = [m for m in agent.messages if m.get("id") != builder.id]
+            agent.persist_messages([*messages, builder.message])
+        streams.complete(active.stream_id, "aborted")
+
+    def rollback_snapshot(self) -> list[UIMessage]:
+        """What a dropped submit's sender is sent back: the stored transcript."""
+        messages: list[UIMessage] = self._agent.messages
+        return messages
+
+    def tool_update(self, connection: Connection, frame: ChatFrame) -> None:
+        """``cf_agent_tool_result`` / ``cf_agent_tool_approval`` (research §5.6, §5.7)."""
+        agent = self._agent
+        data = frame.data
+        call_id = data.get("toolCallId")
+        if not isinstance(call_id, str):
+            return
+        if frame.type == frames.TOOL_RESULT:
+            tools = data.get("clientTools")
+            if isinstance(tools, list) and tools:
+                agent._chat_context.last_client_tools = tools
+        for stored in reversed(agent.messages):
+            if find_tool_part(stored.get("parts", []), call_id) is None:
+                continue
+            message = copy.deepcopy(stored)
+            part = find_tool_part(message["parts"], call_id)
+            if part is None:
+                continue
+            if part.get("state") not in _WAITING_STATES:
+                return  # settled already: the first answer wins, nothing is sent
+            if frame.type == frames.TOOL_RESULT:
+                if data.get("state") == "output-error":
+                    part["state"] = "output-error"
+                    part["errorText"] = data.get("errorText") or "Tool execution denied by user"
+                else:
+                    part["state"] = "output-available"
+                    part["output"] = data.get("output")
+                    part["preliminary"] = False
+            else:
+                approved = bool(data.get("approved"))
+                part["state"] = "approval-responded" if approved else "output-denied"
+                previous = part.get("approval")
+                approval: dict[str, Any] = previous if isinstance(previous, dict) else {}
+                part["approval"] = {**approval, "id": approval.get("id", call_id),
+                                    "approved": approved}  # fmt: skip
+            agent._chat_store.upsert(message)
+            agent._chat_broadcast(frames.message_updated_frame(message))
+            if data.get("autoContinue") and not agent.has_pending_interaction():
+                agent.ctx.waitUntil(agent.continue_last_turn())
+            return
+        _log.warning("agent %s: tool result for unknown call %r ignored", agent.name, call_id)
+
+
+def _no_op(*_args: Any, **_kwargs: Any) -> None:
+    """The ``on_finish`` callback ``on_chat_message`` receives (the SDK's is a no-op too)."""
