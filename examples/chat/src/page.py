@@ -1,0 +1,106 @@
+"""The example's browser page: plain HTML and the chat protocol over a WebSocket (no build step).
+
+It is the protocol at its smallest: fetch ``get-messages`` and render them; probe for a stream
+to resume (``cf_agent_stream_resume_request``) and acknowledge it (``cf_agent_stream_resume_ack``)
+so a reload mid-reply replays the stored words and follows the live ones; send
+``cf_agent_use_chat_request`` with the whole transcript; apply ``text-delta`` chunks; ``Stop``
+sends ``cf_agent_chat_request_cancel`` and ``Clear`` ``cf_agent_chat_clear``.
+"""
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>doemu chat example</title>
+<style>
+  body { font: 15px/1.45 system-ui, sans-serif; max-width: 42rem; margin: 2rem auto; }
+  #log div { margin: .4rem 0; padding: .4rem .6rem; border-radius: .4rem; white-space: pre-wrap; }
+  .user { background: #e8f0fe; } .assistant { background: #f1f3f4; }
+  .error { background: #fde8e8; } form { display: flex; gap: .4rem; }
+  input { flex: 1; padding: .4rem; }
+</style>
+</head>
+<body>
+<h1>doemu chat</h1>
+<p id="status">connecting…</p>
+<div id="log"></div>
+<form id="form">
+  <input id="text" autocomplete="off" placeholder='try "hi" or "slow"'>
+  <button>Send</button> <button type="button" id="stop">Stop</button>
+  <button type="button" id="clear">Clear</button>
+</form>
+<script>
+const chat = new URLSearchParams(location.search).get("chat") || "demo";
+const base = `/agents/chat-agent/${encodeURIComponent(chat)}`;
+const pk = crypto.randomUUID();
+const log = document.getElementById("log"), status = document.getElementById("status");
+let messages = [], active = null, text = "";
+
+function render() {
+  log.replaceChildren(...messages.map((m) => {
+    const div = document.createElement("div");
+    div.className = m.role;
+    div.textContent = (m.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("");
+    return div;
+  }));
+  if (active) {
+    const div = document.createElement("div");
+    div.className = "assistant";
+    div.textContent = text + " …";
+    log.append(div);
+  }
+}
+
+const ws = new WebSocket(`${location.origin.replace("http", "ws")}${base}?_pk=${pk}`);
+ws.onopen = async () => {
+  messages = await (await fetch(`${base}/get-messages`)).json();
+  render();
+  ws.send(JSON.stringify({ type: "cf_agent_stream_resume_request", probeId: pk }));
+  status.textContent = `chat "${chat}"`;
+};
+ws.onclose = () => { status.textContent = "disconnected: reload the page"; };
+ws.onmessage = (event) => {
+  const frame = JSON.parse(event.data);
+  if (frame.type === "cf_agent_stream_resuming" && active !== frame.id) {
+    active = frame.id; text = "";
+    ws.send(JSON.stringify({ type: "cf_agent_stream_resume_ack", id: frame.id }));
+  } else if (frame.type === "cf_agent_chat_messages") {
+    messages = frame.messages; render();
+  } else if (frame.type === "cf_agent_chat_clear") {
+    messages = []; render();
+  } else if (frame.type === "cf_agent_use_chat_response") {
+    if (frame.error) {
+      const div = document.createElement("div");
+      div.className = "error"; div.textContent = frame.body; log.append(div);
+    } else if (frame.body) {
+      const chunk = JSON.parse(frame.body);
+      if (chunk.type === "text-delta") { text += chunk.delta; render(); }
+    }
+    if (frame.done) {
+      active = null;
+      fetch(`${base}/get-messages`).then((r) => r.json()).then((m) => { messages = m; render(); });
+    }
+  }
+};
+
+document.getElementById("form").onsubmit = (event) => {
+  event.preventDefault();
+  const input = document.getElementById("text");
+  if (!input.value || active) return;
+  const id = crypto.randomUUID().slice(0, 8);
+  const parts = [{ type: "text", text: input.value }];
+  messages.push({ id: crypto.randomUUID(), role: "user", parts });
+  active = id; text = ""; input.value = ""; render();
+  ws.send(JSON.stringify({ id, type: "cf_agent_use_chat_request",
+    init: { method: "POST", body: JSON.stringify({ messages, trigger: "submit-message" }) } }));
+};
+document.getElementById("stop").onclick = () => {
+  if (active) ws.send(JSON.stringify({ id: active, type: "cf_agent_chat_request_cancel" }));
+};
+document.getElementById("clear").onclick = () => {
+  ws.send(JSON.stringify({ type: "cf_agent_chat_clear" })); messages = []; render();
+};
+</script>
+</body>
+</html>
+"""
