@@ -31,7 +31,7 @@ import contextvars
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from workers import Response
@@ -50,7 +50,14 @@ from .store import create_tables as create_message_tables
 from .streams import ResumableStreams
 from .streams import create_tables as create_stream_tables
 from .turn import ChatMessageOptions, TurnRunner, TurnSpec
-from .turns import Decision, SubmitPolicy, TurnQueue, TurnSkipped, parse_policy
+from .turns import (
+    SubmitPolicy,
+    TurnQueue,
+    TurnSkipped,
+    merge_queued_user_messages,
+    parse_policy,
+    wait_for_time,
+)
 
 __all__ = ["CHAT_FIBER_PREFIX", "AIChatAgent", "ChatMessageOptions"]
 
@@ -93,6 +100,8 @@ class AIChatAgent(Agent):
         self._chat_streams.restore()
         self._chat_queue = TurnQueue()
         self._chat_policy = SubmitPolicy()
+        #: ``merge``: per queue generation, where the run of user messages to merge starts.
+        self._chat_merge_start: dict[int, int] = {}
         self._chat_aborts: dict[str, asyncio.Event] = {}
         self._chat_resume = ResumeHandshake(self._chat_streams, self._chat_queue)
         self._chat_runner = TurnRunner(self)
@@ -123,8 +132,13 @@ class AIChatAgent(Agent):
     ) -> list[UIMessage]:
         """Upsert ``messages`` (unchanged ones are skipped) and broadcast the reconciled list
         as ``cf_agent_chat_messages`` to every connection but ``exclude_broadcast_ids``."""
-        merged = self._chat_persist(list(messages))
-        self._chat_broadcast(frames.messages_frame(merged), exclude=exclude_broadcast_ids)
+        return self._chat_persist_and_broadcast(list(messages), exclude_broadcast_ids)
+
+    def _chat_persist_and_broadcast(
+        self, messages: list[UIMessage], exclude: Iterable[str], *, delete_stale: bool = False
+    ) -> list[UIMessage]:
+        merged = self._chat_persist(messages, delete_stale=delete_stale)
+        self._chat_broadcast(frames.messages_frame(merged), exclude=exclude)
         return merged
 
     def _chat_persist(self, messages: list[UIMessage], *, delete_stale: bool = False) -> list[Any]:
@@ -260,7 +274,10 @@ class AIChatAgent(Agent):
         submit = body.get("trigger") != "regenerate-message"
         origin = origin_message_ids(incoming)
         decision = self._chat_policy.decide(
-            parse_policy(self.message_concurrency), overlapping=self._chat_queue.busy, submit=submit
+            parse_policy(self.message_concurrency),
+            overlapping=self._chat_queue.busy,
+            submit=submit,
+            now=self._core.now(),
         )
         if decision.drop:
             connection._send_quiet(frames.messages_frame(self._chat_runner.rollback_snapshot()))
@@ -268,8 +285,15 @@ class AIChatAgent(Agent):
                 frames.response_frame(request_id, done=True, outcome="skipped", message_ids=origin)
             )
             return
+        generation = self._chat_queue.generation
+        if decision.merge:
+            self._chat_merge_start.setdefault(generation, len(self.messages))
+        # As the SDK: the submitted list goes to the others at once, then is persisted (a list
+        # that is a subset of the transcript — a regenerate — trims what it left out).
         self._chat_broadcast(frames.messages_frame(incoming), exclude=[connection.id])
-        self.persist_messages(incoming, exclude_broadcast_ids=[connection.id])
+        self._chat_persist_and_broadcast(incoming, [connection.id], delete_stale=True)
+        if decision.merge:
+            self._chat_merge(generation)
         spec = TurnSpec(
             request_id,
             origin_ids=origin,
@@ -288,7 +312,15 @@ class AIChatAgent(Agent):
             return
         self.persist_messages(incoming, exclude_broadcast_ids=[connection.id])
 
+    def _chat_merge(self, generation: int) -> None:
+        """``merge``: collapse the user messages queued since the first overlap into one."""
+        start = self._chat_merge_start.get(generation)
+        merged = None if start is None else merge_queued_user_messages(self.messages, start)
+        if merged is not None:
+            self._chat_persist_and_broadcast(merged, (), delete_stale=True)
+
     def _chat_clear(self, connection: Connection) -> None:
+        self._chat_merge_start.clear()
         self._chat_queue.bump_generation()
         self._chat_policy.reset()
         for abort in self._chat_aborts.values():
@@ -310,23 +342,28 @@ class AIChatAgent(Agent):
     async def _chat_enqueue(self, spec: TurnSpec) -> dict[str, Any]:
         """Queue a turn; run it (in its fiber) when its time comes. Returns its result."""
         generation = self._chat_queue.generation
-        decision: Decision | None = spec.decision
-        before: Callable[[], Awaitable[None]] | None = None
-        policy = parse_policy(self.message_concurrency)
-        if decision is not None and decision.supersedable and policy.strategy == "debounce":
+        decision = spec.decision
 
-            async def before() -> None:
-                await asyncio.sleep(policy.debounce_ms / 1000)
-
-        async def run() -> dict[str, Any]:
+        def check() -> None:
+            if generation != self._chat_queue.generation:
+                raise TurnSkipped(f"turn {spec.request_id} was enqueued before a clear")
             if decision is not None and self._chat_policy.superseded(decision):
                 raise TurnSkipped(f"turn {spec.request_id} was superseded")
+
+        async def run() -> dict[str, Any]:
+            # At the head of the queue, in the SDK's order: superseded? debounce, check again;
+            # merge what was queued meanwhile, check again.
+            check()
+            if decision is not None and decision.debounce_until is not None:
+                await wait_for_time(self._core.now, decision.debounce_until)
+                check()
+            if decision is not None and decision.merge:
+                self._chat_merge(generation)
+                check()
             return await self._chat_fiber(spec)
 
         try:
-            result = await self._chat_queue.run(
-                spec.request_id, run, generation=generation, before=before
-            )
+            result = await self._chat_queue.run(spec.request_id, run, generation=generation)
         except TurnSkipped:
             if spec.sender is not None:
                 spec.sender._send_quiet(
@@ -335,6 +372,9 @@ class AIChatAgent(Agent):
                     )
                 )
             return {"requestId": spec.request_id, "status": "skipped"}
+        finally:
+            if not self._chat_queue.busy:
+                self._chat_merge_start.pop(generation, None)
         try:
             await self.on_chat_response(result)
         except Exception as exc:

@@ -26,7 +26,12 @@ from typing import Any
 from ..core.connections import Connection
 from ..core.protocol import dumps
 from . import frames
-from .chunks import TOOL_OUTPUT_AVAILABLE, TOOL_OUTPUT_DENIED, TOOL_OUTPUT_ERROR
+from .chunks import (
+    TOOL_APPROVAL_REQUEST,
+    TOOL_OUTPUT_AVAILABLE,
+    TOOL_OUTPUT_DENIED,
+    TOOL_OUTPUT_ERROR,
+)
 from .frames import ChatFrame
 from .messages import AssistantMessage, UIMessage
 from .parts import find_tool_part
@@ -155,6 +160,8 @@ class TurnRunner:
                             spec.request_id, body, seq=seq, continuation=spec.continuation
                         )
                     )
+                    if out.get("type") == TOOL_APPROVAL_REQUEST:
+                        self._keep_early(builder)
                 if builder.error_text is not None:
                     break
         except Exception as exc:
@@ -191,6 +198,13 @@ class TurnRunner:
             return
         exclude = [spec.sender.id] if spec.sender is not None else []
         agent.persist_messages([*messages, builder.message], exclude_broadcast_ids=exclude)
+
+    def _keep_early(self, builder: AssistantMessage) -> None:
+        """The model asked for an approval: persist the message now, unbroadcast (as the SDK),
+        so a reload mid-stream shows the approval and the answer finds its tool part."""
+        agent = self._agent
+        messages: list[UIMessage] = [m for m in agent.messages if m.get("id") != builder.id]
+        agent._chat_persist([*messages, copy.deepcopy(builder.message)])
 
     def _end(self, spec: TurnSpec, body: str = "", *, outcome: Any = None) -> None:
         """The request's terminal frame, to everyone not waiting to resume."""

@@ -14,15 +14,19 @@ its time comes does not run (it is *skipped*).
   answer);
 * ``latest``: it is persisted, and when its turn comes it is skipped if a newer overlapping
   submit exists — only the newest runs;
-* ``merge``: as ``latest``, and the trailing user messages sent meanwhile are merged into one;
+* ``merge``: as ``latest``, and the run of user messages sent since the first overlap is
+  collapsed into one (:func:`merge_queued_user_messages`) — before the turn queues and again
+  when it reaches the head of the queue, so the newest turn answers every one of them;
 * ``{"strategy": "debounce", "debounceMs": N}``: as ``latest``, and the surviving turn first
-  waits until ``arrival + N`` ms (default 750).
+  waits until ``arrival + N`` ms (default 750) by the agent's clock (``Date.now()``, which a
+  test's manual clock drives), then checks again whether it was superseded.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import copy
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -33,7 +37,9 @@ __all__ = [
     "SubmitPolicy",
     "TurnQueue",
     "TurnSkipped",
+    "merge_queued_user_messages",
     "parse_policy",
+    "wait_for_time",
 ]
 
 T = TypeVar("T")
@@ -79,7 +85,9 @@ class Decision:
     drop: bool
     submit_seq: int
     supersedable: bool
-    merge_from: bool = False
+    merge: bool = False
+    #: ``debounce``: the time (ms since the epoch) the turn waits for before it may run.
+    debounce_until: float | None = None
 
 
 class SubmitPolicy:
@@ -91,8 +99,8 @@ class SubmitPolicy:
         self._seq = 0
         self._latest_seq = 0
 
-    def decide(self, policy: Policy, *, overlapping: bool, submit: bool) -> Decision:
-        """The decision for a request that arrives now (``submit``: not a regenerate)."""
+    def decide(self, policy: Policy, *, overlapping: bool, submit: bool, now: float) -> Decision:
+        """The decision for a request that arrives at ``now`` (``submit``: not a regenerate)."""
         self._seq += 1
         seq = self._seq
         if not submit or policy.strategy == "queue" or not overlapping:
@@ -100,7 +108,8 @@ class SubmitPolicy:
         if policy.strategy == "drop":
             return Decision(True, seq, False)
         self._latest_seq = seq
-        return Decision(False, seq, True, merge_from=policy.strategy == "merge")
+        until = now + policy.debounce_ms if policy.strategy == "debounce" else None
+        return Decision(False, seq, True, merge=policy.strategy == "merge", debounce_until=until)
 
     def superseded(self, decision: Decision) -> bool:
         """Whether a newer overlapping submit arrived after ``decision``'s."""
@@ -150,12 +159,8 @@ class TurnQueue:
         fn: Callable[[], Awaitable[T]],
         *,
         generation: int | None = None,
-        before: Callable[[], Awaitable[None]] | None = None,
     ) -> T:
-        """Run ``fn()`` once every earlier turn is done; :class:`TurnSkipped` if it went stale.
-
-        ``before`` runs at the head of the queue, before the staleness check (a debounce wait).
-        """
+        """Run ``fn()`` once every earlier turn is done; :class:`TurnSkipped` if it went stale."""
         captured = self._generation if generation is None else generation
         previous = self._tail
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -164,8 +169,6 @@ class TurnQueue:
         try:
             if previous is not None:
                 await asyncio.shield(previous)
-            if before is not None:
-                await before()
             if captured != self._generation:
                 raise TurnSkipped(f"turn {request_id} was enqueued before a clear")
             self._active = request_id
@@ -179,3 +182,51 @@ class TurnQueue:
                 done.set_result(None)
             if self._tail is done:
                 self._tail = None
+
+
+#: How often :func:`wait_for_time` looks at the clock again (seconds): a manual clock moved by a
+#: test is noticed within this long.
+_CLOCK_POLL_S = 0.05
+
+
+async def wait_for_time(now: Callable[[], float], until_ms: float) -> None:
+    """Until ``now() >= until_ms``: sleeps in short slices, so the wait follows the agent's
+    clock (real time on Cloudflare; a manual clock in tests) rather than the loop's."""
+    while (remaining := until_ms - now()) > 0:  # noqa: ASYNC110 - the clock is no event
+        await asyncio.sleep(min(remaining / 1000, _CLOCK_POLL_S))
+
+
+def merge_queued_user_messages(messages: Sequence[Any], start: int) -> list[Any] | None:
+    """The transcript with the run of user messages from index ``start`` collapsed into one, or
+    None when that run has fewer than two messages (``_getMergedQueuedUserMessages``).
+
+    The merged message is the *last* one of the run (its id and fields) with the parts of all of
+    them: text parts joined by a blank line into one text part, other parts kept in order.
+    """
+    end = start
+    while end < len(messages) and messages[end].get("role") == "user":
+        end += 1
+    run = list(messages[start:end])
+    if len(run) < 2:
+        return None
+    parts: list[Any] = copy.deepcopy(list(run[0].get("parts") or []))
+    for message in run[1:]:
+        _append_text(parts, "\n\n")
+        for part in copy.deepcopy(list(message.get("parts") or [])):
+            if isinstance(part, dict) and part.get("type") == "text":
+                _append_text(parts, str(part.get("text", "")))
+            else:
+                parts.append(part)
+    merged = {**run[-1], "parts": parts}
+    return [*messages[:start], merged, *messages[end:]]
+
+
+def _append_text(parts: list[Any], text: str) -> None:
+    """Append ``text`` to a trailing text part, or as a new text part (``_appendMergedText``)."""
+    if not text:
+        return
+    last = parts[-1] if parts else None
+    if isinstance(last, dict) and last.get("type") == "text":
+        parts[-1] = {**last, "text": str(last.get("text", "")) + text}
+    else:
+        parts.append({"type": "text", "text": text})
