@@ -182,6 +182,38 @@ async def test_cancel_keeps_the_partial_reply(doemu_harness: HarnessFactory) -> 
     assert len(text["text"].split()) < 25
 
 
+class Stalls(Chat):
+    """A model that sends a few words, then waits on an upstream that never answers and never
+    looks at the abort signal (a stalled provider read)."""
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        async def chunks() -> Any:
+            yield {"type": "start"}
+            yield {"type": "text-start", "id": "t"}
+            yield {"type": "text-delta", "id": "t", "delta": "partial "}
+            await asyncio.Event().wait()  # the provider never sends another byte
+            yield {"type": "text-delta", "id": "t", "delta": "never"}
+
+        return chunks()
+
+
+async def test_cancel_reaches_a_model_stalled_in_a_read(doemu_harness: HarnessFactory) -> None:
+    h = await doemu_harness({"CHAT": Stalls})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "hi", "u1"))
+    await eventually(lambda: len(a.chunks("r1")) == 3, what="the words before the stall")
+    a.send({"id": "r1", "type": "cf_agent_chat_request_cancel"})
+    await eventually(lambda: a.done("r1"), what="the aborted end")
+    done = a.done("r1")
+    assert done is not None and done["outcome"] == "aborted" and not done.get("error")
+    response = await stub.fetch("http://doemu/agents/chat/room/get-messages")
+    stored = json.loads(await response.text())
+    assert stored[-1]["parts"][-1]["text"] == "partial "
+    a.send(request("r2", "hi", "u2"))  # the queue is free again: the next turn streams
+    await eventually(lambda: len(a.chunks("r2")) == 3, what="the next turn's words")
+
+
 async def test_a_client_that_joins_mid_stream_resumes_through_the_handshake(
     doemu_harness: HarnessFactory,
 ) -> None:

@@ -197,3 +197,19 @@ def test_text_encoder_and_decoder_round_trip_and_stream_split_characters() -> No
         TextDecoder.new("utf-8", fatal=True).decode(b"\xff")
     with pytest.raises(ValueError, match="Invalid encoding"):
         TextDecoder.new("no-such-encoding")
+
+
+async def test_a_read_waiting_when_the_reader_cancels_sees_done() -> None:
+    """The Streams spec: cancel closes the readable side, so a pending read resolves
+    ``{done: true}`` (a model reading a provider's body that the turn cancelled ends quietly),
+    and later reads do too; the producer's next write fails with the reason."""
+    ts = TransformStream.new()
+    reader = ts.readable.getReader()
+    pending = asyncio.ensure_future(reader.read())
+    await asyncio.sleep(0)
+    await reader.cancel("stop")
+    first = await pending
+    assert first.done is True and first.value is None
+    assert (await reader.read()).done is True
+    with pytest.raises(StreamError, match="stop"):
+        await ts.writable.getWriter().write(b"late")

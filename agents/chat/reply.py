@@ -21,12 +21,64 @@ from typing import Any
 from .chunks import Chunk, SseDecoder, is_event_stream
 from .messages import plain_text_chunks
 
-__all__ = ["is_response", "reply_chunks"]
+__all__ = ["AbortScope", "is_response", "reply_chunks"]
 
 
 def is_response(value: Any) -> bool:
     """Whether ``value`` is a Workers ``Response`` (duck-typed: the SDK's or a compatible one)."""
     return hasattr(value, "headers") and hasattr(value, "status") and hasattr(value, "body")
+
+
+class AbortScope:
+    """``async with AbortScope(abort):`` — when ``abort`` is set, the await the block is blocked
+    in (a model's stalled read, a provider that sends nothing) is cancelled, and the block ends
+    quietly, as if the stream had ended.
+
+    Checking ``abort`` between chunks is not enough: a stalled upstream never yields the next
+    chunk, and a cancelled turn would hang until the provider gave up (the SDK has its
+    ``AbortSignal`` reach ``fetch``; here the signal is an ``asyncio.Event``, so the scope turns
+    it into a cancellation of the reading task). One watcher per turn, not a task per chunk.
+    """
+
+    __slots__ = ("_abort", "_exited", "_task", "_watch", "aborted")
+
+    def __init__(self, abort: asyncio.Event) -> None:
+        self._abort = abort
+        self._exited = False
+        self._task: asyncio.Task[Any] | None = None
+        self._watch: asyncio.Future[Any] | None = None
+        #: Whether the scope cancelled the block (the turn was aborted mid-await).
+        self.aborted = False
+
+    async def __aenter__(self) -> AbortScope:
+        self._task = asyncio.current_task()
+        self._watch = asyncio.ensure_future(self._abort.wait())
+        self._watch.add_done_callback(self._fire)
+        return self
+
+    def _fire(self, watch: asyncio.Future[Any]) -> None:
+        if watch.cancelled() or self._exited or self._task is None:
+            return
+        self.aborted = True
+        self._task.cancel()
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        self._exited = True
+        if self._watch is not None:
+            self._watch.cancel()
+        if not self.aborted:
+            return False
+        assert self._task is not None
+        self._task.uncancel()
+        if kind is None:
+            # The cancel arrived after the block's last await: take it here, not at the
+            # caller's next await.
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                pass
+            return False
+        return kind is asyncio.CancelledError
 
 
 def _as_bytes(piece: Any) -> bytes:

@@ -35,7 +35,7 @@ from .chunks import (
 from .frames import ChatFrame
 from .messages import AssistantMessage, UIMessage
 from .parts import find_tool_part
-from .reply import reply_chunks
+from .reply import AbortScope, reply_chunks
 from .streams import ActiveStream
 from .turns import Decision
 
@@ -151,23 +151,29 @@ class TurnRunner:
         )
         agent._chat_resume.started(spec.request_id)
         try:
-            async for chunk in reply_chunks(reply, spec.request_id, abort):
-                for out in builder.consume(chunk):
-                    body = dumps(out)
-                    seq = streams.store(body, flush_now=out.get("type") in _FLUSH_AT_ONCE)
-                    agent._chat_broadcast(
-                        frames.response_frame(
-                            spec.request_id, body, seq=seq, continuation=spec.continuation
+            async with AbortScope(abort):
+                async for chunk in reply_chunks(reply, spec.request_id, abort):
+                    for out in builder.consume(chunk):
+                        body = dumps(out)
+                        seq = streams.store(body, flush_now=out.get("type") in _FLUSH_AT_ONCE)
+                        agent._chat_broadcast(
+                            frames.response_frame(
+                                spec.request_id, body, seq=seq, continuation=spec.continuation
+                            )
                         )
-                    )
-                    if out.get("type") == TOOL_APPROVAL_REQUEST:
-                        self._keep_early(builder)
-                if builder.error_text is not None:
-                    break
+                        if out.get("type") == TOOL_APPROVAL_REQUEST:
+                            self._keep_early(builder)
+                    if builder.error_text is not None:
+                        break
         except Exception as exc:
-            streams.mark_error(str(exc))
-            self._keep(spec, builder)
-            return await self._failed(spec, result, exc)
+            if not abort.is_set():
+                streams.mark_error(str(exc))
+                self._keep(spec, builder)
+                return await self._failed(spec, result, exc)
+            # A model that fails because it was cancelled (a read of a cancelled body): the
+            # turn was aborted, not failed.
+            _log.info("agent %s: turn %s ended by its cancellation: %r", agent.name,
+                      spec.request_id, exc)  # fmt: skip
         result["message"] = builder.message
         if builder.error_text is not None:  # an in-band error chunk ended the reply
             agent._chat_broadcast(

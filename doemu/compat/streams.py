@@ -64,6 +64,7 @@ class StreamCore:
 
     __slots__ = (
         "_cancel_hook",
+        "_cancelled",
         "_error",
         "_hwm",
         "_pull",
@@ -93,6 +94,9 @@ class StreamCore:
         self._pull = pull
         self._pulling = False
         self._cancel_hook = on_cancel
+        #: Cancelled by the consumer: reads see ``done`` (the Streams spec closes the readable
+        #: side), while writes fail with the reason.
+        self._cancelled = False
         self._read_waiter: asyncio.Future[bytes | None] | None = None
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self.finished: asyncio.Future[None] | None = None
@@ -146,6 +150,7 @@ class StreamCore:
         if self._state == _ERRORED or (self._state == _CLOSED and not self._queue):
             return
         error = reason if isinstance(reason, BaseException) else StreamError(_cancel_text(reason))
+        self._cancelled = True
         self.fail(error)
         if self._cancel_hook is not None:
             hook, self._cancel_hook = self._cancel_hook, None
@@ -197,7 +202,7 @@ class StreamCore:
             self._release_writers()
             future.set_result(chunk)
             self._check_finished()
-        elif self._state == _CLOSED:
+        elif self._state == _CLOSED or self._cancelled:
             future.set_result(None)
         elif self._state == _ERRORED:
             future.set_exception(self._error or StreamError("the stream failed"))
@@ -236,7 +241,7 @@ class StreamCore:
         if self._queue:
             return
         self._read_waiter = None
-        if self._state == _ERRORED:
+        if self._state == _ERRORED and not self._cancelled:
             waiter.set_exception(self._error or StreamError("the stream failed"))
         else:
             waiter.set_result(None)
