@@ -120,7 +120,10 @@ def main() -> None:
     app.router.add_post("/v1/chat/completions", provider.completions)
     app.router.add_post("/release", provider.release_all)
     app.router.add_get("/health", provider.health)
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None)
+    # shutdown_timeout: SIGTERM must not wait for a stalled response to finish
+    web.run_app(
+        app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=0.5
+    )
 
 
 if __name__ == "__main__":
