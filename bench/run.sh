@@ -13,7 +13,9 @@
 # rounds; 0: never), BENCH_EQUAL_IDLE (10: doemu's idle timeout in the equal-policy RSS run,
 # workerd's), BENCH_WORK (scratch dir for persist dirs, default ${TMPDIR:-/tmp}/doemu-bench),
 # BENCH_LOAD_ARGS and BENCH_SHARED_ARGS (extra bench/load.py and shared load.py options, e.g.
-# '--rss-marks 200,1000' for a quick try; not for real numbers).
+# '--rss-marks 200,1000' for a quick try; not for real numbers), BENCH_CHAT_ARGS (extra
+# bench/chatload.py options), BENCH_PHASES (abcdefghi: which phases run; i is the chat rows, so
+# `BENCH_PHASES=i BENCH_MICRO_RUNS=0 BENCH_PROFILE=0 bash bench/run.sh` runs only those).
 # `bash bench/run.sh --summarize` only rewrites BENCHMARKS.md from bench/results/.
 set -euo pipefail
 
@@ -36,6 +38,7 @@ STARTUP_ALARMS="${BENCH_STARTUP_ALARMS:-10000}"
 PROFILE="${BENCH_PROFILE:-1}"
 CROSSCHECK="${BENCH_CROSSCHECK:-$RUNS}"
 EQUAL_IDLE="${BENCH_EQUAL_IDLE:-10}"
+RUN_PHASES="${BENCH_PHASES:-abcdefghi}"
 WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
 
@@ -64,6 +67,10 @@ if ! command -v npm >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev
   apt-get install -y -qq nodejs npm >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nodejs npm >/dev/null 2>&1; } || true
 fi
 (cd bench/peer && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# The chat peer: Cloudflare's AIChatAgent and the AI SDK (pinned), bundled for workerd.
+if [[ "$RUN_PHASES" == *i* ]]; then
+  (cd bench/peer-chat && npm ci --no-audit --no-fund --loglevel=error >/dev/null && ./build.sh)
+fi
 
 # doemu derives its default live-object cap from the open-file limit: make the limit the same on
 # every machine (32,768, or the hard limit if lower); workerd keeps every live object's files open
@@ -104,11 +111,17 @@ doemu_cmd() { doemu_at "$1" "$2" power; }
 doemu_process_cmd() { doemu_at "$1" "$2" process; }
 doemu_equal_cmd() { doemu_at "$1" "$2" power "--idle-timeout $EQUAL_IDLE --max-live-objects $EQUAL_CAP"; }
 workerd_cmd() { echo "exec $repo/bench/peer/serve.sh $1 $2"; }
+# The chat rows' servers (phase i): the same agent on each, the fake provider's URL as the third
+# argument (doemu: [vars] PROVIDER_URL; workerd: the PROVIDER_URL environment binding).
+doemu_chat_cmd() { echo "exec $repo/bench/app/chat/serve.sh $1 $2 $3 --durability power"; }
+workerd_chat_cmd() { echo "exec $repo/bench/peer-chat/serve.sh $1 $2 $3"; }
 
 # What each variant runs: doemu (power) and workerd every phase; doemu at process durability the
 # phases that write (b incr, c cold first request, d alarms, f new objects and RSS); doemu with
-# workerd's eviction policy (idle objects evicted after EQUAL_IDLE s, no lower live cap) phase f.
-declare -A PHASES=([doemu]=abcdefgh [workerd]=abcdefgh [doemu_process]=bcdf [doemu_equal]=f)
+# workerd's eviction policy (idle objects evicted after EQUAL_IDLE s, no lower live cap) phase f;
+# phase i (the chat rows, bench/chatload.py) doemu at power and workerd, each with its own chat
+# server (bench/app/chat, bench/peer-chat) and a fresh fake provider.
+declare -A PHASES=([doemu]=abcdefghi [workerd]=abcdefghi [doemu_process]=bcdf [doemu_equal]=f)
 VARIANTS=(doemu workerd doemu_process doemu_equal)
 
 load_run() {  # label, index, phase(s): one invocation = one fresh server on fresh state
@@ -120,6 +133,20 @@ load_run() {  # label, index, phase(s): one invocation = one fresh server on fre
   logged "$BPY" bench/load.py --label "$label" --port "$port" --phases "$phases" \
     --duration "$DURATION" --warmup "$WARMUP" ${BENCH_LOAD_ARGS:-} --server-cmd "$("${label}_cmd" "$port" "$state")" \
     --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" --merge > /dev/null
+}
+
+chat_run() {  # label, index: the chat rows against one fresh chat server and fresh provider
+  local label="$1" i="$2" port pport state
+  port="$(free_port)"
+  pport="$(free_port)"
+  while [ "$pport" = "$port" ]; do pport="$(free_port)"; done
+  state="$WORK/state-$label-$i-i"
+  rm -rf "$state"
+  # shellcheck disable=SC2086
+  logged "$BPY" bench/chatload.py --label "$label" --port "$port" --provider-port "$pport" \
+    ${BENCH_CHAT_ARGS:-} --server-cmd "$("${label}_chat_cmd" "$port" "$state" "http://127.0.0.1:$pport/v1")" \
+    --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" --merge \
+    $([ "$i" = 1 ] && echo --frames-log "$RESULTS/$label-chat-frames.json") > /dev/null
 }
 
 shared="$repo/../shared/bench/load.py"
@@ -140,10 +167,12 @@ shared_run() {  # label, index, phase: the shared harness, one phase against one
 # the shared harness's runs of that phase follow in the cross-check rounds.
 for i in $(seq 1 "$RUNS"); do
   order=("${VARIANTS[@]:$(( (i - 1) % ${#VARIANTS[@]} ))}" "${VARIANTS[@]:0:$(( (i - 1) % ${#VARIANTS[@]} ))}")
-  for phase in a b c d e f g h; do
+  for phase in a b c d e f g h i; do
+    [[ "$RUN_PHASES" == *"$phase"* ]] || continue
     say "run $i/$RUNS, phase $phase"
     for label in "${order[@]}"; do
-      if [[ "${PHASES[$label]}" == *"$phase"* ]]; then load_run "$label" "$i" "$phase"; fi
+      if [[ "${PHASES[$label]}" != *"$phase"* ]]; then continue; fi
+      if [ "$phase" = i ]; then chat_run "$label" "$i"; else load_run "$label" "$i" "$phase"; fi
     done
     if [ "$i" -le "$CROSSCHECK" ] && [[ abcdefg == *"$phase"* ]]; then
       cc_order=(doemu workerd)

@@ -122,6 +122,52 @@ CONTRACT_ROWS: list[tuple[str, str, str, str, str, int]] = [
     ),
 ]
 
+# The chat rows (bench/chatload.py, results merged into doemu-N.json and workerd-N.json): doemu's
+# AIChatAgent (power durability) against Cloudflare's published one on bare workerd.
+CHAT_ROWS: list[tuple[str, str, str, str, str, int]] = [
+    (
+        "chat_fanout",
+        "chat fan-out: one turn of 1,000 deltas to 10 clients",
+        "chat_fanout.chunks_per_s",
+        "chunks/s",
+        "up",
+        0,
+    ),
+    (
+        "chat_turn_p50",
+        "  turn, request sent to the last client's done: p50",
+        "chat_fanout.turn_ms.p50_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    ("chat_cpu", "  server CPU per turn", "chat_fanout.server_cpu_s_per_turn", "s", "down", 3),
+    (
+        "chat_replay",
+        "replay of 1,000 chunks: connect to the last replayed chunk, p50",
+        "chat_replay.to_last_chunk_ms.p50_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "chat_replay_p90",
+        "  connect to the last replayed chunk: p90",
+        "chat_replay.to_last_chunk_ms.p90_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "chat_replay_ack",
+        "  resume ACK sent to the last replayed chunk: p50",
+        "chat_replay.ack_to_last_chunk_ms.p50_ms",
+        "ms",
+        "down",
+        1,
+    ),
+]
+
 # Phase f at equal eviction policy: doemu_equal-N.json (doemu, power, evicting objects idle for
 # BENCH_EQUAL_IDLE s as workerd does, live cap lifted to what the descriptors allow) against
 # workerd; the default-policy doemu column again for contrast.
@@ -156,6 +202,8 @@ CHECKS: list[tuple[str, str]] = [
         "alarm pending at SIGKILL fired after restart with no request",
         "alarm_across_restart.fired_without_request",
     ),
+    ("chat fan-out: chunks each client received per turn", "chat_fanout.chunks_per_client"),
+    ("chat replay: chunks replayed per reconnect", "chat_replay.replayed_per_reconnect"),
 ]
 
 MICRO_ROWS: list[tuple[str, str, str, str, int]] = [
@@ -265,7 +313,7 @@ def compute(results: Path) -> dict[str, Any]:
     cross = json.loads(cross_file.read_text()) if cross_file.exists() else None
     shared = {r["row"]: r for r in cross["rows"]} if cross else {}
     rows: dict[str, dict[str, Any]] = {}
-    for rid, label, path, unit, better, digits in CONTRACT_ROWS:
+    for rid, label, path, unit, better, digits in CONTRACT_ROWS + CHAT_ROWS:
         d, w = median(doemu, path), median(workerd, path)
         dp = median(runs["doemu_process"], path)
         rows[rid] = {
@@ -484,6 +532,7 @@ def render(results: Path, s: dict[str, Any]) -> str:
         cells = [", ".join(fmt(v) for v in c[k]) or "—" for k in ("doemu", "doemu_process")]
         w(f"| {c['label']} | {' | '.join(cells)} | {', '.join(fmt(v) for v in c['workerd'])} |")
     w("")
+    w(_chat(s))
     w(_equal(s, env))
     w("## doemu micro-benchmarks (medians)\n")
     w(
@@ -523,6 +572,39 @@ def render(results: Path, s: dict[str, Any]) -> str:
 
 def _pct(cross: dict[str, Any] | None) -> str:
     return f"{round(100 * ((cross or {}).get('differ_threshold', 1.2) - 1))} %"
+
+
+def _chat(s: dict[str, Any]) -> str:
+    """The chat rows: doemu's AIChatAgent against the JavaScript SDK's, medians and every run."""
+    rows = s["rows"]
+    if all(rows[rid]["doemu"] is None and rows[rid]["workerd"] is None for rid, *_ in CHAT_ROWS):
+        return ""
+    out = ["## Chat rows (medians)\n"]
+    out.append(
+        "The same chat agent twice: doemu's Python `AIChatAgent` (`bench/app/chat`, "
+        "`--durability power`) and Cloudflare's `AIChatAgent` (`@cloudflare/ai-chat`, `agents`, "
+        "`ai` with `@ai-sdk/openai-compatible`, pinned in `bench/peer-chat`) on bare workerd, "
+        "both streaming from one local fake OpenAI-compatible provider (`bench/fakeprovider.py`) "
+        "with persistence on. Fan-out: chunks delivered to all 10 clients / time from the "
+        "request to the last client's `done`, median of the turns of a run (first turn "
+        "unmeasured). Replay: a reconnecting client's resume handshake on a live, stalled "
+        "1,000-chunk stream, from WebSocket connect to the last `replay: true` chunk "
+        "(bench/README.md).\n"
+    )
+    out.append("| row | unit | doemu (power) | workerd | ratio | doemu runs | workerd runs |")
+    out.append("|---|---|---:|---:|---:|---|---|")
+    for rid, *_ in CHAT_ROWS:
+        row = rows[rid]
+        runs = [
+            ", ".join(fmt(v, row["digits"]) for v in row[f"{k}_runs"]) or "—"
+            for k in ("doemu", "workerd")
+        ]
+        out.append(
+            f"| {row['label'].strip()} | {row['unit']} | {_value_cell(row, 'doemu')} | "
+            f"{_value_cell(row, 'workerd')} | {_ratio_cell(row, 'ratio')} | {runs[0]} | "
+            f"{runs[1]} |"
+        )
+    return "\n".join(out) + "\n"
 
 
 def _equal(s: dict[str, Any], env: dict[str, Any]) -> str:
@@ -675,7 +757,7 @@ def _notes(results: Path, s: dict[str, Any], env: dict[str, Any]) -> str:
         "start-up run three times at each durability level."
     )
     noisy = []
-    for rid, *_ in CONTRACT_ROWS:
+    for rid, *_ in CONTRACT_ROWS + CHAT_ROWS:
         row = s["rows"][rid]
         for server in ("doemu", "doemu_process", "workerd"):
             vals = [v for v in row[f"{server}_runs"] if isinstance(v, int | float) and v > 0]

@@ -27,6 +27,13 @@ TARGETS: list[tuple[str, str, float, str]] = [
     ("restart", "max", 0.25, "restart after SIGKILL to first successful read ≤ 0.25 s"),
     ("stash_turn", "min", 20000.0, "stash() ≥ 20,000/s"),
     ("startup_ready", "max", 1.0, "100,000-object start-up: ready ≤ 1 s"),
+    (
+        "chat_fanout",
+        "ratio_min",
+        1.0,
+        "chat: chunks/s, one turn fanned out to 10 clients ≥ 1.0× the JavaScript SDK",
+    ),
+    ("chat_replay", "max", 50.0, "chat: replay of 1,000 chunks on reconnect ≤ 50 ms"),
 ]
 
 # What would close each miss: the profile (profiles/summary.json) gives the numbers; this says
@@ -135,6 +142,22 @@ ADVICE: dict[str, str] = {
         "each stash is one `SqlStorage.exec` (authorizer, cursor) plus, because it is its own "
         "turn, one implicit-transaction commit (`BEGIN`/`COMMIT`) scheduled on the loop; the "
         "profile splits the time between the two."
+    ),
+    "chat_fanout": (
+        "per chunk the agent parses the provider's SSE line (bench/app/chat/src/entry.py), "
+        "applies the chunk to the assistant message (`AssistantMessage.consume`), stores it in "
+        "the resumable stream (`ResumableStreams.store`, a flush every 10 chunks, each flush a "
+        "commit that at power durability holds the following frames until its fsync) and "
+        "broadcasts one frame to every connection (`_chat_broadcast`: one `dumps` per frame, "
+        "one WebSocket send per connection); at the end the whole transcript is persisted and "
+        "sent to the other clients. The profile splits the turn between these; a broadcast that "
+        "encodes the frame once for all connections, or fewer commits per turn, are the levers."
+    ),
+    "chat_replay": (
+        "a reconnect is the WebSocket upgrade and the agent's connect (`cf_agent_stream_"
+        "resuming`, identity, MCP frames), then on the ACK every stored chunk read back from "
+        "SQLite and sent as its own frame (`ResumeHandshake`, `ResumableStreams`); the profile "
+        "shows whether the read, the per-frame encoding or the sends dominate."
     ),
     "startup_ready": (
         "`doemu dev` reports ready before it releases the persisted alarms, and overdue alarms "
