@@ -223,14 +223,14 @@ class ChatRecoveryIncident:
 
 
 def _text(data: Mapping[str, Any], key: str) -> str:
-    value = data[key]
+    value = data.get(key)
     if not isinstance(value, str):
         raise ChatRecoveryRecordError(f"incident {key} must be a string, got {value!r}")
     return value
 
 
 def _number(data: Mapping[str, Any], key: str) -> float:
-    value = data[key]
+    value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ChatRecoveryRecordError(f"incident {key} must be a number, got {value!r}")
     return value
