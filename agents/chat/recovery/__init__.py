@@ -1,0 +1,193 @@
+"""Bounded chat recovery: the configuration and the pure incident/budget decision.
+
+When a chat turn is cut off (eviction, crash, deploy, a stalled provider) the agent continues the
+partial assistant message or retries the unanswered user message — within budgets that tell a
+healthy long turn from a stuck or runaway one. This package is the part with no I/O:
+
+* :mod:`.config` — :class:`ChatRecoveryConfig` and :func:`resolve_chat_recovery`;
+* :mod:`.context` — what the ``on_chat_recovery`` / ``should_keep_recovering`` / ``on_exhausted``
+  hooks receive;
+* :mod:`.constants` — the persisted KV keys, tuning constants and reason strings;
+* :mod:`.incident` — the persisted incident record, its identity, attempts in flight;
+* :mod:`.decision` — :func:`evaluate_incident`, the one budget decision;
+* :mod:`.transitions` — classification, status transitions, stable-timeout handling, give-up.
+
+Layers, top to bottom: ``transitions`` → ``decision`` → ``incident`` → ``config`` →
+``constants | context``.
+Nothing here imports the chat agent; the agent calls in, reads and writes storage itself, and
+passes its clock as ``now_ms``.
+"""
+
+from __future__ import annotations
+
+from .config import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_INTERRUPTED_ATTEMPTS,
+    DEFAULT_MAX_RECOVERY_WORK,
+    DEFAULT_NO_PROGRESS_TIMEOUT_MS,
+    DEFAULT_STABLE_TIMEOUT_MS,
+    DEFAULT_TERMINAL_MESSAGE,
+    ChatRecoveryConfig,
+    ChatRecoveryConfigError,
+    ChatRecoverySpec,
+    OnExhausted,
+    ShouldKeepRecovering,
+    resolve_chat_recovery,
+)
+from .constants import (
+    ACTIVE_STATUSES,
+    CHAT_LAST_TERMINAL_KEY,
+    CHAT_RECOVERING_FLAG_TTL_MS,
+    CHAT_RECOVERING_KEY,
+    CHAT_RECOVERY_ALARM_DEBOUNCE_MS,
+    CHAT_RECOVERY_INCIDENT_KEY_PREFIX,
+    CHAT_RECOVERY_INCIDENT_TTL_MS,
+    CHAT_RECOVERY_PROGRESS_KEY,
+    CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
+    EXHAUSTION_REASONS,
+    REASON_AWAITING_CLIENT_INTERACTION,
+    REASON_CONTINUE_DISABLED,
+    REASON_CONVERSATION_CHANGED,
+    REASON_INTERRUPTED_ATTEMPTS_EXCEEDED,
+    REASON_MAX_ATTEMPTS_EXCEEDED,
+    REASON_NO_PROGRESS_TIMEOUT,
+    REASON_NO_UNANSWERED_USER_MESSAGE,
+    REASON_OUT_OF_MEMORY,
+    REASON_RECOVERY_ABORTED,
+    REASON_STABLE_TIMEOUT,
+    REASON_STABLE_TIMEOUT_RETRY,
+    REASON_USER_CANCELLED,
+    REASON_WORK_BUDGET_EXCEEDED,
+)
+from .context import (
+    ChatRecoveryContext,
+    ChatRecoveryExhaustedContext,
+    ChatRecoveryKind,
+    ChatRecoveryProgressContext,
+)
+from .decision import (
+    EVENT_ATTEMPT,
+    EVENT_COMPLETED,
+    EVENT_DETECTED,
+    EVENT_EXHAUSTED,
+    EVENT_FAILED,
+    EVENT_SCHEDULED,
+    EVENT_SKIPPED,
+    IncidentDecision,
+    InterruptedTrigger,
+    RecoveryEvent,
+    RecoveryIdentity,
+    RecoveryTrigger,
+    StalledTrigger,
+    evaluate_incident,
+    incident_event,
+)
+from .incident import (
+    ChatRecoveryAttempt,
+    ChatRecoveryIncident,
+    ChatRecoveryRecordError,
+    admit_attempt,
+    chat_recovery_incident_id,
+    chat_recovery_incident_key,
+    finish_attempt,
+    select_stale_incident_keys,
+)
+from .transitions import (
+    RecoveryClassification,
+    StableTimeoutOutcome,
+    Transition,
+    after_stable_timeout,
+    build_exhausted_context,
+    classify_recovery_kind,
+    exhausted_event,
+    give_up_incident,
+    is_recovery_cancelled,
+    record_transient_retry,
+    recovering_flag_active,
+    recovering_record,
+    recovery_backoff_seconds,
+    superseded_reason,
+    terminal_record,
+    transition_incident,
+)
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "CHAT_LAST_TERMINAL_KEY",
+    "CHAT_RECOVERING_FLAG_TTL_MS",
+    "CHAT_RECOVERING_KEY",
+    "CHAT_RECOVERY_ALARM_DEBOUNCE_MS",
+    "CHAT_RECOVERY_INCIDENT_KEY_PREFIX",
+    "CHAT_RECOVERY_INCIDENT_TTL_MS",
+    "CHAT_RECOVERY_PROGRESS_KEY",
+    "CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_MAX_INTERRUPTED_ATTEMPTS",
+    "DEFAULT_MAX_RECOVERY_WORK",
+    "DEFAULT_NO_PROGRESS_TIMEOUT_MS",
+    "DEFAULT_STABLE_TIMEOUT_MS",
+    "DEFAULT_TERMINAL_MESSAGE",
+    "EVENT_ATTEMPT",
+    "EVENT_COMPLETED",
+    "EVENT_DETECTED",
+    "EVENT_EXHAUSTED",
+    "EVENT_FAILED",
+    "EVENT_SCHEDULED",
+    "EVENT_SKIPPED",
+    "EXHAUSTION_REASONS",
+    "REASON_AWAITING_CLIENT_INTERACTION",
+    "REASON_CONTINUE_DISABLED",
+    "REASON_CONVERSATION_CHANGED",
+    "REASON_INTERRUPTED_ATTEMPTS_EXCEEDED",
+    "REASON_MAX_ATTEMPTS_EXCEEDED",
+    "REASON_NO_PROGRESS_TIMEOUT",
+    "REASON_NO_UNANSWERED_USER_MESSAGE",
+    "REASON_OUT_OF_MEMORY",
+    "REASON_RECOVERY_ABORTED",
+    "REASON_STABLE_TIMEOUT",
+    "REASON_STABLE_TIMEOUT_RETRY",
+    "REASON_USER_CANCELLED",
+    "REASON_WORK_BUDGET_EXCEEDED",
+    "ChatRecoveryAttempt",
+    "ChatRecoveryConfig",
+    "ChatRecoveryConfigError",
+    "ChatRecoveryContext",
+    "ChatRecoveryExhaustedContext",
+    "ChatRecoveryIncident",
+    "ChatRecoveryKind",
+    "ChatRecoveryProgressContext",
+    "ChatRecoveryRecordError",
+    "ChatRecoverySpec",
+    "IncidentDecision",
+    "InterruptedTrigger",
+    "OnExhausted",
+    "RecoveryClassification",
+    "RecoveryEvent",
+    "RecoveryIdentity",
+    "RecoveryTrigger",
+    "ShouldKeepRecovering",
+    "StableTimeoutOutcome",
+    "StalledTrigger",
+    "Transition",
+    "admit_attempt",
+    "after_stable_timeout",
+    "build_exhausted_context",
+    "chat_recovery_incident_id",
+    "chat_recovery_incident_key",
+    "classify_recovery_kind",
+    "evaluate_incident",
+    "exhausted_event",
+    "finish_attempt",
+    "give_up_incident",
+    "incident_event",
+    "is_recovery_cancelled",
+    "record_transient_retry",
+    "recovering_flag_active",
+    "recovering_record",
+    "recovery_backoff_seconds",
+    "resolve_chat_recovery",
+    "select_stale_incident_keys",
+    "superseded_reason",
+    "terminal_record",
+    "transition_incident",
+]
