@@ -327,7 +327,9 @@ async def test_two_clients_share_a_stream_and_a_reconnecting_one_resumes_it(
     3. B2 acks: every stored chunk with ``replay: true`` (seq 0…k-1), ``replayComplete: true``
        while the stream goes on, then the live rest (seq k…) and ``done`` — each seq exactly
        once, the same bodies as A's, and the same reassembled text.
-    4. ``get-messages``: the user message and one assistant message with the full text."""
+    4. ``get-messages``: the user message and one assistant message with the full text.
+    5. A third client that joined mid-stream and never acknowledged got no chunk, and at the
+       end the final transcript and ``done``."""
     chat = _name("two")
     a = await ChatSocket.open(server, chat, "a")
     b = await ChatSocket.open(server, chat, "b")
@@ -346,6 +348,7 @@ async def test_two_clients_share_a_stream_and_a_reconnecting_one_resumes_it(
     await a.until(lambda: len(a.chunks("r1")) >= len(before_close) + 2, "chunks while B is away")
 
     b2 = await ChatSocket.open(server, chat, "b2")
+    never = await ChatSocket.open(server, chat, "never")  # told resuming, never acknowledges
     await b2.until(lambda: len(b2.frames) >= 3, "B2's connect frames")
     assert b2.frames[0] == {"type": "cf_agent_stream_resuming", "id": "r1"}
     assert b2.frames[1]["type"] == "cf_agent_identity"
@@ -391,7 +394,18 @@ async def test_two_clients_share_a_stream_and_a_reconnecting_one_resumes_it(
     messages = await get_messages(server, chat)
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert message_text(messages[1]) == SLOW_TEXT
-    await asyncio.gather(a.close(), b2.close())
+    # The one that never acknowledged: no chunk at all, but when the stream ended its wait
+    # ended too — it gets the final transcript, then done (the SDK empties the pending set as
+    # the stream finishes, before persisting; research §1.4).
+    await never.done("r1")
+    assert never.frames == [
+        {"type": "cf_agent_stream_resuming", "id": "r1"},
+        never.frames[1],
+        never.frames[2],
+        {"messages": messages, "type": "cf_agent_chat_messages"},
+        live[-1],
+    ]
+    await asyncio.gather(a.close(), b2.close(), never.close())
     await settled_chat(server, chat)
 
 

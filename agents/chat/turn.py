@@ -3,9 +3,13 @@
 Per chunk (research §4.3): the chunk is applied to the assistant message
 (:class:`~agents.chat.messages.AssistantMessage` also says what to send in its place), stored in
 the resumable stream (which gives its ``seq``) and broadcast to every connection not waiting to
-resume. At the end the message is persisted and the stream's rows deleted with no ``await`` in
-between (one implicit transaction), the transcript goes to the other connections, and then the
-terminal frame to everyone — so a client that sees ``done`` never gets an older snapshot after.
+resume. At the end the stream is closed, which ends the wait of the connections told
+``resuming`` that have not acknowledged (as the SDK's ``_afterStreamFinished`` and
+``_markStreamError`` do); then the message is persisted and the stream's rows deleted with no
+``await`` in between (one implicit transaction), the transcript goes to the other connections,
+and only then the terminal frames (an in-band error's too) go to everyone — so a client that
+sees ``error`` or ``done`` never gets an older snapshot after, and one that never acknowledged
+still ends with the transcript (research §1.4).
 
 Ends of a turn: ``completed``; ``aborted`` (cancelled: the partial is kept, the open text part
 still ``streaming``); ``error`` from an in-band ``error`` chunk (an error frame, then ``done``
@@ -159,22 +163,25 @@ class TurnRunner:
                     break
         except Exception as exc:
             streams.mark_error(str(exc))
+            agent._chat_resume.finished()
             self._keep(spec, builder)
             return await self._failed(spec, result, exc)
         result["message"] = builder.message
         if builder.error_text is not None:  # an in-band error chunk ended the reply
+            streams.mark_error(builder.error_text)
+            agent._chat_resume.finished()
+            self._keep(spec, builder)
             agent._chat_broadcast(
                 frames.response_frame(
                     spec.request_id, builder.error_text, error=True, message_ids=spec.origin_ids
                 )
             )
-            streams.mark_error(builder.error_text)
-            self._keep(spec, builder)
             self._end(spec, outcome="error")
             result.update(status="error", error=builder.error_text)
             return result
         aborted = abort.is_set()
         streams.finish("aborted" if aborted else None)
+        agent._chat_resume.finished()
         self._keep(spec, builder)
         streams.cutover()
         self._end(spec, outcome="aborted" if aborted else None)
