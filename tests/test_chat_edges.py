@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agents.chat import AIChatAgent, ChatMessageOptions
-from agents.chat.scripted import Fail, Raise, ScriptedModel, Text
+from agents.chat.scripted import Delay, Fail, Raise, ScriptedModel, Text, ToolCall
 from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually
@@ -55,7 +55,8 @@ SLOW = Text(*(f"w{i} " for i in range(6)), delay_ms=1)
 
 class Chat(AIChatAgent):
     """The model's scripts: "slow" is six words, one per step; "slowboom" three words, then an
-    in-band error; "slowthrow" three words, then the stream raises."""
+    in-band error; "slowthrow" three words, then the stream raises; "tools" two client tool
+    calls, then a step's pause before the reply ends; "approve" a call awaiting approval."""
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
@@ -65,6 +66,20 @@ class Chat(AIChatAgent):
                 "slow": [SLOW],
                 "slowboom": [words, Fail("custom error: model exploded")],
                 "slowthrow": [words, Raise(RuntimeError("provider gone"))],
+                "tools": [
+                    ToolCall("getWeather", {"city": "Paris"}),
+                    ToolCall("getWeather", {"city": "Rome"}),
+                    Delay(1),
+                ],
+                "approve": [
+                    ToolCall(
+                        "dangerous",
+                        {"x": 21},
+                        call_id="call_a",
+                        stream_input=False,
+                        approval_id="approval_1",
+                    )
+                ],
             },
             default=[Text("Hello")],
             sleep=gated_sleep,
@@ -72,6 +87,9 @@ class Chat(AIChatAgent):
 
     async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
         return self.model.response(self.messages, abort=options.abort_signal)
+
+    async def pending_interaction(self) -> bool:
+        return self.has_pending_interaction()
 
 
 class Client:
@@ -89,6 +107,12 @@ class Client:
 
     def ended(self, request_id: str) -> bool:
         return any(f["done"] for f in self.responses(request_id))
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [f for f in self.frames if f.get("type") == kind]
+
+    def chunk_types(self, request_id: str) -> list[str]:
+        return [json.loads(f["body"])["type"] for f in self.responses(request_id) if f["body"]]
 
     def kinds(self) -> list[str]:
         """Each frame's type; a response frame as ``chunk``, ``error`` or ``done``."""
@@ -196,3 +220,82 @@ async def test_a_stream_that_raises_reaches_a_connection_that_never_acked(
     assert c.frames[-1]["error"] is True and "provider gone" in c.frames[-1]["body"]
     assert c.frames[3]["messages"] == await stored(stub)
     assert b.kinds()[-2:] == [MESSAGES, "done"]
+
+
+# -- tool results while the turn that made the call still streams -----------------------------
+
+UPDATED = "cf_agent_message_updated"
+
+
+def tool_result(call_id: str, city: str) -> dict[str, Any]:
+    return {"type": "cf_agent_tool_result", "toolCallId": call_id, "toolName": "getWeather",
+            "output": {"city": city, "temp": 21}}  # fmt: skip
+
+
+async def test_a_tool_result_sent_while_its_turn_still_streams_is_applied_and_kept(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """A client answers a tool call as soon as its ``tool-input-available`` chunk arrives, while
+    the turn that made the call is still streaming (its message not persisted yet). As in the
+    SDK (``_findAndUpdateToolPart`` looks in ``_streamingMessage`` first, §5.6), the answer is
+    applied to the streaming message in place and ``cf_agent_message_updated`` goes to everyone;
+    it is persisted with the message when the turn ends. A repeated answer changes nothing.
+    ``has_pending_interaction`` counts the streaming message (§5.8): true while a call of the
+    streaming message waits, false once both are answered. Before the fix the answer was
+    dropped as "unknown call" and the stored part stayed ``input-available``."""
+    h = await doemu_harness({"CHAT": Chat})
+    stub = h.env.CHAT.getByName("room")
+    a, b = await connect(stub, "a"), await connect(stub, "b")
+    a.send(request("r1", "tools", "u1"))
+    await eventually(
+        lambda: a.chunk_types("r1").count("tool-input-available") == 2, what="both calls"
+    )
+    assert await stub.pending_interaction() is True  # nothing stored has a call yet
+    a.send(tool_result("call_1", "Paris"))
+    await eventually(lambda: len(b.of(UPDATED)) == 1, what="the first update")
+    assert await stub.pending_interaction() is True  # call_2 still waits
+    a.send(tool_result("call_1", "Elsewhere"))  # a second answer: the first one wins
+    a.send(tool_result("call_2", "Rome"))
+    await eventually(lambda: len(b.of(UPDATED)) == 2, what="the second update")
+    assert await stub.pending_interaction() is False
+    assert a.of(UPDATED) == b.of(UPDATED)
+    first, second = (f["message"] for f in b.of(UPDATED))
+    assert [p.get("state") for p in first["parts"] if "toolCallId" in p] == [
+        "output-available",
+        "input-available",
+    ]
+    assert [p.get("state") for p in second["parts"] if "toolCallId" in p] == [
+        "output-available",
+        "output-available",
+    ]
+    assert not a.ended("r1")
+    step(5)
+    await eventually(lambda: a.ended("r1"), what="the turn's end")
+    message = (await stored(stub))[-1]
+    assert message["id"] == second["id"]
+    calls = [p for p in message["parts"] if "toolCallId" in p]
+    assert [(p["state"], p["output"]["city"], p["preliminary"]) for p in calls] == [
+        ("output-available", "Paris", False),
+        ("output-available", "Rome", False),
+    ]
+    assert len(b.of(UPDATED)) == 2
+
+
+async def test_a_second_conflicting_approval_is_ignored(doemu_harness: HarnessFactory) -> None:
+    """An approval answers a part in ``input-available`` or ``approval-requested`` only (the
+    SDK's ``_applyToolApproval``): once approved (``approval-responded``), a later denial is a
+    no-op — no write, no frame. (A tool *result* may still answer an approved part.)"""
+    h = await doemu_harness({"CHAT": Chat})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "approve", "u1"))
+    await eventually(lambda: a.ended("r1"), what="the approval request")
+    approval = {"type": "cf_agent_tool_approval", "toolCallId": "call_a"}
+    a.send({**approval, "approved": True})
+    await eventually(lambda: len(a.of(UPDATED)) == 1, what="the approval")
+    a.send({**approval, "approved": False})
+    a.send(tool_result("call_a", "n/a"))
+    await eventually(lambda: len(a.of(UPDATED)) == 2, what="the tool result")
+    part = (await stored(stub))[-1]["parts"][-1]
+    assert part["state"] == "output-available"
+    assert part["approval"] == {"id": "approval_1", "approved": True}
