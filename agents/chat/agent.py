@@ -166,11 +166,16 @@ class AIChatAgent(Agent):
         return await self._chat_enqueue(spec)
 
     def has_pending_interaction(self) -> bool:
-        """Whether an assistant message waits for a tool result or an approval."""
+        """Whether an assistant message — stored, or the one a turn is streaming — waits for
+        a tool result or an approval."""
+        messages = self.messages
+        streaming = self._chat_runner.streaming_message
+        if streaming is not None:  # newer than its stored copy (a continuation's message)
+            messages = [m for m in messages if m.get("id") != streaming.get("id")] + [streaming]
         return any(
             isinstance(part, dict)
             and part.get("state") in ("input-available", "approval-requested")
-            for message in self.messages
+            for message in messages
             if message.get("role") == "assistant"
             for part in message.get("parts", [])
         )

@@ -3,9 +3,13 @@
 Per chunk (research §4.3): the chunk is applied to the assistant message
 (:class:`~agents.chat.messages.AssistantMessage` also says what to send in its place), stored in
 the resumable stream (which gives its ``seq``) and broadcast to every connection not waiting to
-resume. At the end the message is persisted and the stream's rows deleted with no ``await`` in
-between (one implicit transaction), the transcript goes to the other connections, and then the
-terminal frame to everyone — so a client that sees ``done`` never gets an older snapshot after.
+resume. At the end the stream is closed, which ends the wait of the connections told
+``resuming`` that have not acknowledged (as the SDK's ``_afterStreamFinished`` and
+``_markStreamError`` do); then the message is persisted and the stream's rows deleted with no
+``await`` in between (one implicit transaction), the transcript goes to the other connections,
+and only then the terminal frames (an in-band error's too) go to everyone — so a client that
+sees ``error`` or ``done`` never gets an older snapshot after, and one that never acknowledged
+still ends with the transcript (research §1.4).
 
 Ends of a turn: ``completed``; ``aborted`` (cancelled: the partial is kept, the open text part
 still ``streaming``); ``error`` from an in-band ``error`` chunk (an error frame, then ``done``
@@ -45,7 +49,10 @@ _log = logging.getLogger("agents.chat")
 
 #: Chunks stored at once rather than with the next ten (a tool result must survive a crash).
 _FLUSH_AT_ONCE = frozenset({TOOL_OUTPUT_AVAILABLE, TOOL_OUTPUT_ERROR, TOOL_OUTPUT_DENIED})
+#: The states a tool result answers (``_applyToolResult``) and those an approval answers
+#: (``_applyToolApproval``): a second, conflicting approval is ignored.
 _WAITING_STATES = frozenset({"input-available", "approval-requested", "approval-responded"})
+_APPROVABLE_STATES = frozenset({"input-available", "approval-requested"})
 
 
 @dataclass(frozen=True)
@@ -81,10 +88,18 @@ class TurnSpec:
 class TurnRunner:
     """Runs turns for one ``AIChatAgent`` (``agent``: its private chat components)."""
 
-    __slots__ = ("_agent",)
+    __slots__ = ("_agent", "_streaming")
 
     def __init__(self, agent: Any) -> None:
         self._agent = agent
+        #: The message the running turn streams into, until it is persisted.
+        self._streaming: AssistantMessage | None = None
+
+    @property
+    def streaming_message(self) -> UIMessage | None:
+        """The assistant message a turn is streaming into and has not persisted yet (the SDK's
+        ``_streamingMessage``): tool results and approvals may already answer its calls."""
+        return self._streaming.message if self._streaming is not None else None
 
     def snapshot(self, spec: TurnSpec) -> dict[str, Any]:
         """The SDK's chat-turn snapshot envelope (the ``__cfAIChatFiberSnapshot`` half)."""
@@ -150,6 +165,7 @@ class TurnRunner:
             origin_message_ids=spec.origin_ids,
         )
         agent._chat_resume.started(spec.request_id)
+        self._streaming = builder
         try:
             async with AbortScope(abort):
                 async for chunk in reply_chunks(reply, spec.request_id, abort):
@@ -168,26 +184,31 @@ class TurnRunner:
         except Exception as exc:
             if not abort.is_set():
                 streams.mark_error(str(exc))
+                agent._chat_resume.finished()
                 self._keep(spec, builder)
                 return await self._failed(spec, result, exc)
             # A model that fails because it was cancelled (a read of a cancelled body): the
             # turn was aborted, not failed.
             _log.info("agent %s: turn %s ended by its cancellation: %r", agent.name,
                       spec.request_id, exc)  # fmt: skip
+        finally:  # no await from here to the persist below: nothing can see the gap
+            self._streaming = None
         result["message"] = builder.message
         if builder.error_text is not None:  # an in-band error chunk ended the reply
+            streams.mark_error(builder.error_text)
+            agent._chat_resume.finished()
+            self._keep(spec, builder)
             agent._chat_broadcast(
                 frames.response_frame(
                     spec.request_id, builder.error_text, error=True, message_ids=spec.origin_ids
                 )
             )
-            streams.mark_error(builder.error_text)
-            self._keep(spec, builder)
             self._end(spec, outcome="error")
             result.update(status="error", error=builder.error_text)
             return result
         aborted = abort.is_set()
         streams.finish("aborted" if aborted else None)
+        agent._chat_resume.finished()
         self._keep(spec, builder)
         streams.cutover()
         self._end(spec, outcome="aborted" if aborted else None)
@@ -199,6 +220,7 @@ class TurnRunner:
         """Persist the turn's assistant message; the transcript goes to the other connections
         (to everyone for a turn no connection asked for)."""
         agent = self._agent
+        self._streaming = None  # from here on, the stored message is the one to update
         messages: list[UIMessage] = [m for m in agent.messages if m.get("id") != builder.id]
         if not builder.parts and not spec.continuation:
             return
@@ -277,7 +299,14 @@ class TurnRunner:
         return messages
 
     def tool_update(self, connection: Connection, frame: ChatFrame) -> None:
-        """``cf_agent_tool_result`` / ``cf_agent_tool_approval`` (research §5.6, §5.7)."""
+        """``cf_agent_tool_result`` / ``cf_agent_tool_approval`` (research §5.6, §5.7).
+
+        The call is looked up first in the message a turn is still streaming (a client may
+        answer a call before the turn that made it ends: the part is updated in place and
+        persisted with the message), then in the stored transcript. Either way every connection
+        gets ``cf_agent_message_updated``. A part already past the frame's states is left alone
+        (the first answer wins); an unknown call is ignored (logged), as in the SDK.
+        """
         agent = self._agent
         data = frame.data
         call_id = data.get("toolCallId")
@@ -287,36 +316,54 @@ class TurnRunner:
             tools = data.get("clientTools")
             if isinstance(tools, list) and tools:
                 agent._chat_context.last_client_tools = tools
-        for stored in reversed(agent.messages):
-            if find_tool_part(stored.get("parts", []), call_id) is None:
-                continue
+        states = _WAITING_STATES if frame.type == frames.TOOL_RESULT else _APPROVABLE_STATES
+        streaming = self._streaming
+        part = find_tool_part(streaming.parts, call_id) if streaming is not None else None
+        if streaming is not None and part is not None:
+            if part.get("state") not in states:
+                return  # settled already: the first answer wins, nothing is sent
+            _answer(part, frame)
+            message = streaming.message
+        else:
+            stored = next(
+                (m for m in reversed(agent.messages)
+                 if find_tool_part(m.get("parts", []), call_id) is not None),
+                None,
+            )  # fmt: skip
+            if stored is None:
+                kind = "result" if frame.type == frames.TOOL_RESULT else "approval"
+                _log.warning("agent %s: tool %s for unknown call %r ignored",
+                             agent.name, kind, call_id)  # fmt: skip
+                return
             message = copy.deepcopy(stored)
             part = find_tool_part(message["parts"], call_id)
-            if part is None:
-                continue
-            if part.get("state") not in _WAITING_STATES:
+            if part is None or part.get("state") not in states:
                 return  # settled already: the first answer wins, nothing is sent
-            if frame.type == frames.TOOL_RESULT:
-                if data.get("state") == "output-error":
-                    part["state"] = "output-error"
-                    part["errorText"] = data.get("errorText") or "Tool execution denied by user"
-                else:
-                    part["state"] = "output-available"
-                    part["output"] = data.get("output")
-                    part["preliminary"] = False
-            else:
-                approved = bool(data.get("approved"))
-                part["state"] = "approval-responded" if approved else "output-denied"
-                previous = part.get("approval")
-                approval: dict[str, Any] = previous if isinstance(previous, dict) else {}
-                part["approval"] = {**approval, "id": approval.get("id", call_id),
-                                    "approved": approved}  # fmt: skip
+            _answer(part, frame)
             agent._chat_store.upsert(message)
-            agent._chat_broadcast(frames.message_updated_frame(message))
-            if data.get("autoContinue") and not agent.has_pending_interaction():
-                agent.ctx.waitUntil(agent.continue_last_turn())
-            return
-        _log.warning("agent %s: tool result for unknown call %r ignored", agent.name, call_id)
+        agent._chat_broadcast(frames.message_updated_frame(message))
+        if data.get("autoContinue") and not agent.has_pending_interaction():
+            agent.ctx.waitUntil(agent.continue_last_turn())
+
+
+def _answer(part: dict[str, Any], frame: ChatFrame) -> None:
+    """Apply a tool result or approval to its (waiting) tool part, in place."""
+    data = frame.data
+    if frame.type == frames.TOOL_RESULT:
+        if data.get("state") == "output-error":
+            part["state"] = "output-error"
+            part["errorText"] = data.get("errorText") or "Tool execution denied by user"
+        else:
+            part["state"] = "output-available"
+            part["output"] = data.get("output")
+            part["preliminary"] = False
+        return
+    approved = bool(data.get("approved"))
+    part["state"] = "approval-responded" if approved else "output-denied"
+    previous = part.get("approval")
+    approval: dict[str, Any] = previous if isinstance(previous, dict) else {}
+    part["approval"] = {**approval, "id": approval.get("id", data["toolCallId"]),
+                        "approved": approved}  # fmt: skip
 
 
 def _no_op(*_args: Any, **_kwargs: Any) -> None:
