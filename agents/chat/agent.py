@@ -291,12 +291,25 @@ class AIChatAgent(Agent):
             )
             return
         generation = self._chat_queue.generation
+        start = len(self.messages)
+        try:
+            # All or nothing (a list that is a subset of the transcript — a regenerate — trims
+            # what it left out): a message the storage refuses (too big for a row under
+            # production limits) leaves the transcript as it was.
+            merged = self.ctx.storage.transactionSync(
+                lambda: self._chat_persist(incoming, delete_stale=True)
+            )
+        except Exception as exc:
+            self._chat_policy.withdraw(decision)
+            self._chat_store.load()  # the cache may hold rows the rollback undid
+            self._chat_error(connection, request_id, f"the chat request could not be saved: {exc}")
+            return
         if decision.merge:
-            self._chat_merge_start.setdefault(generation, len(self.messages))
-        # As the SDK: the submitted list goes to the others at once, then is persisted (a list
-        # that is a subset of the transcript — a regenerate — trims what it left out).
+            self._chat_merge_start.setdefault(generation, start)
+        # As the SDK, the others get the submitted list twice (as sent, then reconciled); they
+        # get it once it is saved, so nobody is shown a message that is not in the transcript.
         self._chat_broadcast(frames.messages_frame(incoming), exclude=[connection.id])
-        self._chat_persist_and_broadcast(incoming, [connection.id], delete_stale=True)
+        self._chat_broadcast(frames.messages_frame(merged), exclude=[connection.id])
         if decision.merge:
             self._chat_merge(generation)
         spec = TurnSpec(

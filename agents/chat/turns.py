@@ -88,6 +88,8 @@ class Decision:
     merge: bool = False
     #: ``debounce``: the time (ms since the epoch) the turn waits for before it may run.
     debounce_until: float | None = None
+    #: The newest overlapping submit before this one (what :meth:`SubmitPolicy.withdraw` restores).
+    previous_latest: int = 0
 
 
 class SubmitPolicy:
@@ -107,9 +109,22 @@ class SubmitPolicy:
             return Decision(False, seq, False)
         if policy.strategy == "drop":
             return Decision(True, seq, False)
-        self._latest_seq = seq
+        previous, self._latest_seq = self._latest_seq, seq
         until = now + policy.debounce_ms if policy.strategy == "debounce" else None
-        return Decision(False, seq, True, merge=policy.strategy == "merge", debounce_until=until)
+        return Decision(
+            False,
+            seq,
+            True,
+            merge=policy.strategy == "merge",
+            debounce_until=until,
+            previous_latest=previous,
+        )
+
+    def withdraw(self, decision: Decision) -> None:
+        """A submit that was refused after its decision (it could not be saved) supersedes
+        nothing: the newest overlapping submit is the one before it again."""
+        if decision.supersedable and self._latest_seq == decision.submit_seq:
+            self._latest_seq = decision.previous_latest
 
     def superseded(self, decision: Decision) -> bool:
         """Whether a newer overlapping submit arrived after ``decision``'s."""
