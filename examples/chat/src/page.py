@@ -2,7 +2,8 @@
 
 It is the protocol at its smallest: fetch ``get-messages`` and render them; probe for a stream
 to resume (``cf_agent_stream_resume_request``) and acknowledge it (``cf_agent_stream_resume_ack``)
-so a reload mid-reply replays the stored words and follows the live ones; send
+so a reload mid-reply replays the stored words and follows the live ones (a reply cut by a
+crash is already in the transcript: while it is replayed, the live line stands in for it); send
 ``cf_agent_use_chat_request`` with the whole transcript; apply ``text-delta`` chunks; ``Stop``
 sends ``cf_agent_chat_request_cancel`` and ``Clear`` ``cf_agent_chat_clear``.
 """
@@ -34,10 +35,13 @@ const chat = new URLSearchParams(location.search).get("chat") || "demo";
 const base = `/agents/chat-agent/${encodeURIComponent(chat)}`;
 const pk = crypto.randomUUID();
 const log = document.getElementById("log"), status = document.getElementById("status");
-let messages = [], active = null, text = "";
+let messages = [], active = null, text = "", replyId = null;
 
 function render() {
-  log.replaceChildren(...messages.map((m) => {
+  // A replayed reply can already be in the transcript (a turn cut by a crash keeps its partial):
+  // while it streams, the live line stands for it, so it is never shown twice.
+  const shown = active ? messages.filter((m) => m.id !== replyId) : messages;
+  log.replaceChildren(...shown.map((m) => {
     const div = document.createElement("div");
     div.className = m.role;
     div.textContent = (m.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("");
@@ -62,7 +66,7 @@ ws.onclose = () => { status.textContent = "disconnected: reload the page"; };
 ws.onmessage = (event) => {
   const frame = JSON.parse(event.data);
   if (frame.type === "cf_agent_stream_resuming" && active !== frame.id) {
-    active = frame.id; text = "";
+    active = frame.id; text = ""; replyId = null;
     ws.send(JSON.stringify({ type: "cf_agent_stream_resume_ack", id: frame.id }));
   } else if (frame.type === "cf_agent_chat_messages") {
     messages = frame.messages; render();
@@ -74,6 +78,7 @@ ws.onmessage = (event) => {
       div.className = "error"; div.textContent = frame.body; log.append(div);
     } else if (frame.body) {
       const chunk = JSON.parse(frame.body);
+      if (chunk.type === "start") replyId = chunk.messageId;
       if (chunk.type === "text-delta") { text += chunk.delta; render(); }
     }
     if (frame.done) {
@@ -90,7 +95,7 @@ document.getElementById("form").onsubmit = (event) => {
   const id = crypto.randomUUID().slice(0, 8);
   const parts = [{ type: "text", text: input.value }];
   messages.push({ id: crypto.randomUUID(), role: "user", parts });
-  active = id; text = ""; input.value = ""; render();
+  active = id; text = ""; replyId = null; input.value = ""; render();
   ws.send(JSON.stringify({ id, type: "cf_agent_use_chat_request",
     init: { method: "POST", body: JSON.stringify({ messages, trigger: "submit-message" }) } }));
 };
