@@ -4,7 +4,8 @@ It is the protocol at its smallest: fetch ``get-messages`` and render them; prob
 to resume (``cf_agent_stream_resume_request``) and acknowledge it (``cf_agent_stream_resume_ack``)
 so a reload mid-reply replays the stored words and follows the live ones (a reply cut by a
 crash is already in the transcript: while it is replayed, the live line stands in for it); send
-``cf_agent_use_chat_request`` with the whole transcript; apply ``text-delta`` chunks; ``Stop``
+``cf_agent_use_chat_request`` with the whole transcript; apply ``text-delta`` chunks; show an
+``error: true`` frame (a failing model, a refused request) until the next send; ``Stop``
 sends ``cf_agent_chat_request_cancel`` and ``Clear`` ``cf_agent_chat_clear``.
 """
 
@@ -35,7 +36,7 @@ const chat = new URLSearchParams(location.search).get("chat") || "demo";
 const base = `/agents/chat-agent/${encodeURIComponent(chat)}`;
 const pk = crypto.randomUUID();
 const log = document.getElementById("log"), status = document.getElementById("status");
-let messages = [], active = null, text = "", replyId = null;
+let messages = [], active = null, text = "", replyId = null, failure = null;
 
 function render() {
   // A replayed reply can already be in the transcript (a turn cut by a crash keeps its partial):
@@ -51,6 +52,12 @@ function render() {
     const div = document.createElement("div");
     div.className = "assistant";
     div.textContent = text + " …";
+    log.append(div);
+  }
+  if (failure) {  // not in the transcript: kept on screen until the next send or clear
+    const div = document.createElement("div");
+    div.className = "error";
+    div.textContent = failure;
     log.append(div);
   }
 }
@@ -74,8 +81,7 @@ ws.onmessage = (event) => {
     messages = []; render();
   } else if (frame.type === "cf_agent_use_chat_response") {
     if (frame.error) {
-      const div = document.createElement("div");
-      div.className = "error"; div.textContent = frame.body; log.append(div);
+      failure = frame.body; render();
     } else if (frame.body) {
       const chunk = JSON.parse(frame.body);
       if (chunk.type === "start") replyId = chunk.messageId;
@@ -95,7 +101,7 @@ document.getElementById("form").onsubmit = (event) => {
   const id = crypto.randomUUID().slice(0, 8);
   const parts = [{ type: "text", text: input.value }];
   messages.push({ id: crypto.randomUUID(), role: "user", parts });
-  active = id; text = ""; replyId = null; input.value = ""; render();
+  active = id; text = ""; replyId = null; failure = null; input.value = ""; render();
   ws.send(JSON.stringify({ id, type: "cf_agent_use_chat_request",
     init: { method: "POST", body: JSON.stringify({ messages, trigger: "submit-message" }) } }));
 };
@@ -103,7 +109,8 @@ document.getElementById("stop").onclick = () => {
   if (active) ws.send(JSON.stringify({ id: active, type: "cf_agent_chat_request_cancel" }));
 };
 document.getElementById("clear").onclick = () => {
-  ws.send(JSON.stringify({ type: "cf_agent_chat_clear" })); messages = []; render();
+  ws.send(JSON.stringify({ type: "cf_agent_chat_clear" }));
+  messages = []; failure = null; render();
 };
 </script>
 </body>
