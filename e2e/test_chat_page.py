@@ -46,6 +46,7 @@ def browser() -> Iterator[Browser]:
         if os.environ.get("DOEMU_E2E_REQUIRE_BROWSER") == "1":
             pytest.fail(f"DOEMU_E2E_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
         pytest.skip(reason)
+    expect.set_options(timeout=WITHIN_MS)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=path)
         try:
@@ -187,6 +188,22 @@ def test_a_turn_is_shown_and_survives_a_reload(chat: ChatPage) -> None:
     assert chat.transcript() == [("user", "hi"), ("assistant", "Hello, world")]
     chat.open()
     expect(chat.log).to_have_text(["hi", "Hello, world"])
+
+
+def test_a_model_error_is_shown_and_stays_shown(chat: ChatPage) -> None:
+    """Send "boom": the model fails in-band (an ``error: true`` frame, then ``done``). The page
+    shows the error, and still shows it after ``done`` re-renders the transcript from
+    ``get-messages`` (which holds no error: it is not part of the conversation)."""
+    chat.open()
+    chat.send("boom")
+    done = chat.wait_for_done()
+    assert done.get("outcome") == "error", done
+    chat.settled_texts()
+    expect(chat.page.locator("#log > div.error")).to_have_text("custom error: model exploded")
+    chat.send("hi")  # the next message clears it
+    expect(chat.page.locator("#log > div.user")).to_have_text(["boom", "hi"])
+    expect(chat.page.locator("#log > div.assistant").last).to_have_text("Hello, world")
+    expect(chat.page.locator("#log > div.error")).to_have_count(0)
 
 
 def test_a_reload_mid_reply_resumes_the_stream_to_the_end(chat: ChatPage) -> None:
