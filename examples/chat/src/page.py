@@ -2,8 +2,10 @@
 
 It is the protocol at its smallest: fetch ``get-messages`` and render them; probe for a stream
 to resume (``cf_agent_stream_resume_request``) and acknowledge it (``cf_agent_stream_resume_ack``)
-so a reload mid-reply replays the stored words and follows the live ones; send
-``cf_agent_use_chat_request`` with the whole transcript; apply ``text-delta`` chunks; ``Stop``
+so a reload mid-reply replays the stored words and follows the live ones (a reply cut by a
+crash is already in the transcript: while it is replayed, the live line stands in for it); send
+``cf_agent_use_chat_request`` with the whole transcript; apply ``text-delta`` chunks; show an
+``error: true`` frame (a failing model, a refused request) until the next send; ``Stop``
 sends ``cf_agent_chat_request_cancel`` and ``Clear`` ``cf_agent_chat_clear``.
 """
 
@@ -34,10 +36,13 @@ const chat = new URLSearchParams(location.search).get("chat") || "demo";
 const base = `/agents/chat-agent/${encodeURIComponent(chat)}`;
 const pk = crypto.randomUUID();
 const log = document.getElementById("log"), status = document.getElementById("status");
-let messages = [], active = null, text = "";
+let messages = [], active = null, text = "", replyId = null, failure = null;
 
 function render() {
-  log.replaceChildren(...messages.map((m) => {
+  // A replayed reply can already be in the transcript (a turn cut by a crash keeps its partial):
+  // while it streams, the live line stands for it, so it is never shown twice.
+  const shown = active ? messages.filter((m) => m.id !== replyId) : messages;
+  log.replaceChildren(...shown.map((m) => {
     const div = document.createElement("div");
     div.className = m.role;
     div.textContent = (m.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("");
@@ -47,6 +52,12 @@ function render() {
     const div = document.createElement("div");
     div.className = "assistant";
     div.textContent = text + " …";
+    log.append(div);
+  }
+  if (failure) {  // not in the transcript: kept on screen until the next send or clear
+    const div = document.createElement("div");
+    div.className = "error";
+    div.textContent = failure;
     log.append(div);
   }
 }
@@ -62,7 +73,7 @@ ws.onclose = () => { status.textContent = "disconnected: reload the page"; };
 ws.onmessage = (event) => {
   const frame = JSON.parse(event.data);
   if (frame.type === "cf_agent_stream_resuming" && active !== frame.id) {
-    active = frame.id; text = "";
+    active = frame.id; text = ""; replyId = null;
     ws.send(JSON.stringify({ type: "cf_agent_stream_resume_ack", id: frame.id }));
   } else if (frame.type === "cf_agent_chat_messages") {
     messages = frame.messages; render();
@@ -70,10 +81,10 @@ ws.onmessage = (event) => {
     messages = []; render();
   } else if (frame.type === "cf_agent_use_chat_response") {
     if (frame.error) {
-      const div = document.createElement("div");
-      div.className = "error"; div.textContent = frame.body; log.append(div);
+      failure = frame.body; render();
     } else if (frame.body) {
       const chunk = JSON.parse(frame.body);
+      if (chunk.type === "start") replyId = chunk.messageId;
       if (chunk.type === "text-delta") { text += chunk.delta; render(); }
     }
     if (frame.done) {
@@ -90,7 +101,7 @@ document.getElementById("form").onsubmit = (event) => {
   const id = crypto.randomUUID().slice(0, 8);
   const parts = [{ type: "text", text: input.value }];
   messages.push({ id: crypto.randomUUID(), role: "user", parts });
-  active = id; text = ""; input.value = ""; render();
+  active = id; text = ""; replyId = null; failure = null; input.value = ""; render();
   ws.send(JSON.stringify({ id, type: "cf_agent_use_chat_request",
     init: { method: "POST", body: JSON.stringify({ messages, trigger: "submit-message" }) } }));
 };
@@ -98,7 +109,8 @@ document.getElementById("stop").onclick = () => {
   if (active) ws.send(JSON.stringify({ id: active, type: "cf_agent_chat_request_cancel" }));
 };
 document.getElementById("clear").onclick = () => {
-  ws.send(JSON.stringify({ type: "cf_agent_chat_clear" })); messages = []; render();
+  ws.send(JSON.stringify({ type: "cf_agent_chat_clear" }));
+  messages = []; failure = null; render();
 };
 </script>
 </body>
