@@ -30,7 +30,6 @@ import asyncio
 import contextvars
 import json
 import logging
-import secrets
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -44,12 +43,21 @@ from ..fibers.types import FiberRecoveryContext
 from . import frames
 from .frames import ChatFrame, parse_chat_frame
 from .messages import UIMessage, auto_transform_messages, origin_message_ids, validate_message
+from .recovering import TurnRecovery
+from .recovery import (
+    CHAT_LAST_TERMINAL_KEY,
+    CHAT_RECOVERING_KEY,
+    ChatRecoveryContext,
+    ChatRecoverySpec,
+    recovering_flag_active,
+    resolve_chat_recovery,
+)
 from .resume import ResumeHandshake
 from .store import MessageStore, RequestContext
 from .store import create_tables as create_message_tables
 from .streams import ResumableStreams
 from .streams import create_tables as create_stream_tables
-from .turn import ChatMessageOptions, TurnRunner, TurnSpec
+from .turn import ChatMessageOptions, TurnRunner, TurnSpec, new_request_id
 from .turns import (
     SubmitPolicy,
     TurnQueue,
@@ -71,11 +79,6 @@ _current_turn: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Conte
 )
 
 
-def new_request_id() -> str:
-    """A ``nanoid()``-like id (21 URL-safe characters), as the SDK's server-side ids."""
-    return secrets.token_urlsafe(16)[:21]
-
-
 class AIChatAgent(Agent):
     """An agent whose clients chat with it through ``useAgentChat`` (see the module docstring).
 
@@ -86,6 +89,10 @@ class AIChatAgent(Agent):
 
     message_concurrency: ClassVar[Any] = "queue"
     max_persisted_messages: ClassVar[int | None] = None
+    #: Bounded recovery of interrupted turns: ``True`` (the defaults), ``False`` (off: an
+    #: interrupted turn keeps its partial and stops), a ``ChatRecoveryConfig`` or a dict of its
+    #: fields (snake_case or the SDK's camelCase).
+    chat_recovery: ClassVar[ChatRecoverySpec] = True
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
@@ -103,8 +110,14 @@ class AIChatAgent(Agent):
         #: ``merge``: per queue generation, where the run of user messages to merge starts.
         self._chat_merge_start: dict[int, int] = {}
         self._chat_aborts: dict[str, asyncio.Event] = {}
-        self._chat_resume = ResumeHandshake(self._chat_streams, self._chat_queue)
+        self._chat_resume = ResumeHandshake(
+            self._chat_streams, self._chat_queue, self._chat_terminal_record
+        )
         self._chat_runner = TurnRunner(self)
+        config = resolve_chat_recovery(type(self).chat_recovery)
+        self._chat_recovery = TurnRecovery(self, config) if config is not None else None
+        if self._chat_recovery is not None:
+            self._chat_streams.on_flushed = self._chat_recovery.bump_progress
 
     # -- the user's hook --------------------------------------------------------------------------
     async def on_chat_message(
@@ -120,6 +133,14 @@ class AIChatAgent(Agent):
 
     async def on_chat_response(self, result: Mapping[str, Any]) -> None:
         """Called after each turn with ``{message, requestId, continuation, status, error?}``."""
+
+    async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> Mapping[str, Any]:
+        """An interrupted turn is about to be recovered (within the budgets of
+        :attr:`chat_recovery`). Return ``{"persist": False}`` to drop its partial reply (settled
+        tool results are kept) or ``{"continue": False}`` to stop there; the default keeps the
+        partial and continues it (or retries the user message when nothing was produced).
+        ``ctx.recovery_data`` is what the turn last passed to :meth:`stash`."""
+        return {}
 
     # -- the transcript ---------------------------------------------------------------------------
     @property
@@ -203,6 +224,10 @@ class AIChatAgent(Agent):
     # -- framework hooks (see Agent) --------------------------------------------------------------
     def _before_connect_frames(self, connection: Connection) -> None:
         self._chat_resume.on_connect(connection)
+        if self._chat_streams.active is None and self._chat_recovery is not None:
+            record = self.ctx.storage.kv.get(CHAT_RECOVERING_KEY)
+            if recovering_flag_active(record, int(self._core.now())):
+                connection._send_quiet(frames.recovering_frame(True, record.get("requestId")))
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self._chat_resume.forget(connection.id)
@@ -243,12 +268,26 @@ class AIChatAgent(Agent):
             return False
         request_id = ctx.name[len(CHAT_FIBER_PREFIX) :]
         active = self._chat_streams.active
-        if active is not None and active.request_id == request_id and not active.live:
+        orphan = active is not None and active.request_id == request_id and not active.live
+        if self._chat_recovery is not None:
+            await self._chat_recovery.interrupted(request_id, ctx.snapshot)
+        elif orphan:
+            assert active is not None
             self._chat_runner.finalize_orphan(active)
+        if orphan:
             self._chat_resume.interrupted = request_id
         _log.warning("agent %s: chat turn %s was interrupted; its partial reply is kept",
                      self.name, request_id)  # fmt: skip
         return True
+
+    def _chat_terminal_record(self) -> Mapping[str, Any] | None:
+        record = self.ctx.storage.kv.get(CHAT_LAST_TERMINAL_KEY)
+        return record if isinstance(record, Mapping) and "requestId" in record else None
+
+    async def _chat_recovery_run(self, payload: Any, _schedule: Any = None) -> None:
+        """The schedule that runs a recovery attempt (see :mod:`agents.chat.recovering`)."""
+        if self._chat_recovery is not None and isinstance(payload, Mapping):
+            await self._chat_recovery.run(payload)
 
     # -- requests ---------------------------------------------------------------------------------
     def _chat_error(self, connection: Connection, request_id: str, message: str) -> None:
@@ -304,6 +343,7 @@ class AIChatAgent(Agent):
             self._chat_store.load()  # the cache may hold rows the rollback undid
             self._chat_error(connection, request_id, f"the chat request could not be saved: {exc}")
             return
+        self.ctx.storage.kv.delete(CHAT_LAST_TERMINAL_KEY)  # a new turn supersedes it
         if decision.merge:
             self._chat_merge_start.setdefault(generation, start)
         # As the SDK, the others get the submitted list twice (as sent, then reconciled); they
@@ -345,6 +385,7 @@ class AIChatAgent(Agent):
             abort.set()
         self._chat_store.clear()
         self._chat_streams.clear_all()
+        self.ctx.storage.kv.delete(CHAT_LAST_TERMINAL_KEY)
         self._chat_context.clear()
         self._chat_resume.clear()
         self._chat_broadcast(frames.clear_frame(), exclude=[connection.id])

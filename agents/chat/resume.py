@@ -12,10 +12,16 @@ A client's probe (``cf_agent_stream_resume_request {probeId}``) is answered with
 not streaming yet (the connection is told ``resuming`` as soon as it starts), or with
 ``cf_agent_stream_resume_none {reason: "idle"}``. A turn interrupted by a crash and finalised by
 recovery stays resumable until the next turn starts: its stored chunks are replayed, then
-``done: true``.
+``done: true``. A turn that ended in a terminal error — a recovery that gave up — leaves a
+durable *terminal record* (``cf:chat:last-terminal``): a probe is told ``resuming`` with its id,
+and the acknowledgement gets the terminal error frame (R17), so a client that connects after the
+fact still learns how the reply ended.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..core.connections import Connection
 from . import frames
@@ -29,11 +35,18 @@ class ResumeHandshake:
     """The in-memory side of resuming: the pending and parked connections (lost on eviction,
     as in the SDK; a reconnecting client simply probes again)."""
 
-    __slots__ = ("_parked", "_queue", "_streams", "interrupted", "pending")
+    __slots__ = ("_parked", "_queue", "_streams", "_terminal", "interrupted", "pending")
 
-    def __init__(self, streams: ResumableStreams, queue: TurnQueue) -> None:
+    def __init__(
+        self,
+        streams: ResumableStreams,
+        queue: TurnQueue,
+        terminal: Callable[[], Mapping[str, Any] | None] = lambda: None,
+    ) -> None:
         self._streams = streams
         self._queue = queue
+        #: Reads the durable terminal record (``{requestId, body, messageIds?}``), if any.
+        self._terminal = terminal
         #: Connections told ``resuming`` that have not acknowledged: no live chat frame for them.
         self.pending: set[str] = set()
         #: Connections told ``stream_pending``: they are told ``resuming`` when the stream starts.
@@ -62,6 +75,9 @@ class ResumeHandshake:
         elif self.interrupted is not None:
             self.pending.add(connection.id)
             connection._send_quiet(frames.resuming_frame(self.interrupted, probe_id))
+        elif (record := self._terminal()) is not None:
+            self.pending.add(connection.id)
+            connection._send_quiet(frames.resuming_frame(str(record["requestId"]), probe_id))
         else:
             connection._send_quiet(frames.resume_none_frame("idle", probe_id))
 
@@ -72,6 +88,19 @@ class ResumeHandshake:
         active = self._streams.active
         if active is not None and active.request_id != request_id:
             return None  # an older request: ignored, as the SDK does
+        record = self._terminal() if active is None else None
+        if record is not None and record.get("requestId") == request_id:
+            ids = record.get("messageIds")
+            connection._send_quiet(
+                frames.response_frame(
+                    request_id,
+                    str(record.get("body", "")),
+                    done=True,
+                    error=True,
+                    message_ids=list(ids) if isinstance(ids, list) else None,
+                )
+            )
+            return None
         live = active.live if active is not None else False
         for frame in self._streams.replay_frames(request_id, live=live):
             if not connection._send_quiet(frame):

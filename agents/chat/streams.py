@@ -260,6 +260,9 @@ class ResumableStreams:
         self._deleted: OrderedDict[str, tuple[tuple[str, ...] | None, Outcome | None]] = (
             OrderedDict()
         )
+        #: Called after every segment is written: what makes recovery's durable progress
+        #: counter advance (a flushed segment is the unit of recovery work).
+        self.on_flushed: Callable[[], None] | None = None
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -424,6 +427,8 @@ class ResumableStreams:
             int(rows[0]["next"]),
             int(self._now_ms()),
         )
+        if self.on_flushed is not None:
+            self.on_flushed()
 
     def finish(self, outcome: Outcome | None = None) -> str | None:
         """The active stream's producer is done; returns its id, now awaiting :meth:`cutover`.

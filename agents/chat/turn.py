@@ -24,6 +24,7 @@ import copy
 import inspect
 import json
 import logging
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,11 @@ class ChatMessageOptions:
     continuation: bool = False
 
 
+def new_request_id() -> str:
+    """A ``nanoid()``-like id (21 URL-safe characters), as the SDK's server-side ids."""
+    return secrets.token_urlsafe(16)[:21]
+
+
 @dataclass
 class TurnSpec:
     """What one turn answers: its request, who sent it, and the context it runs with."""
@@ -83,6 +89,9 @@ class TurnSpec:
     #: whose transcript snapshot goes to everyone).
     sender: Connection | None = None
     decision: Decision | None = None
+    #: A recovery's continuation or retry: the request that started the chain, so every turn of
+    #: one interrupted reply shares one incident and one budget.
+    recovery_root: str | None = None
 
 
 class TurnRunner:
@@ -110,7 +119,7 @@ class TurnRunner:
             "kind": "ai-chat-turn",
             "version": 1,
             "requestId": spec.request_id,
-            "recoveryRootRequestId": spec.request_id,
+            "recoveryRootRequestId": spec.recovery_root or spec.request_id,
             "continuation": spec.continuation,
             "latestMessageId": latest.get("id") if latest else None,
             "latestMessageRole": latest.get("role") if latest else None,
@@ -269,8 +278,18 @@ class TurnRunner:
         return result
 
     # -- interrupted turns, tools -----------------------------------------------------------------
-    def finalize_orphan(self, active: ActiveStream) -> None:
-        """A stream whose producer died: keep its partial reply, close the stream."""
+    def finalize_orphan(self, active: ActiveStream, *, persist: bool = True) -> None:
+        """A stream whose producer died: keep its partial reply (unless ``persist`` is False),
+        close the stream."""
+        builder = self.partial(active)
+        if persist and builder.parts and builder.id:
+            agent = self._agent
+            messages = [m for m in agent.messages if m.get("id") != builder.id]
+            agent.persist_messages([*messages, builder.message])
+        self._agent._chat_streams.complete(active.stream_id, "aborted")
+
+    def partial(self, active: ActiveStream) -> AssistantMessage:
+        """The assistant message a dead producer's stored chunks add up to."""
         agent = self._agent
         streams = agent._chat_streams
         bodies = streams.stored_bodies(active.stream_id)
@@ -288,10 +307,7 @@ class TurnRunner:
                 continue
             if isinstance(chunk, dict):
                 builder.apply(chunk)
-        if builder.parts and builder.id:
-            messages = [m for m in agent.messages if m.get("id") != builder.id]
-            agent.persist_messages([*messages, builder.message])
-        streams.complete(active.stream_id, "aborted")
+        return builder
 
     def rollback_snapshot(self) -> list[UIMessage]:
         """What a dropped submit's sender is sent back: the stored transcript."""

@@ -1,0 +1,371 @@
+"""Bounded recovery of interrupted chat turns: the wiring between the agent and
+:mod:`agents.chat.recovery` (the pure budget math).
+
+A turn cut off by a crash, a deploy or an eviction leaves its fiber row behind; the next
+activation hands it to :meth:`TurnRecovery.interrupted`. What happens then (research §5.9):
+
+1. The partial reply is rebuilt from the stored chunks and the turn classified: *retry* the
+   unanswered user message when nothing was produced, else *continue* the partial.
+2. The incident (``cf:chat-recovery:incident:<root>:<user id>`` in KV) is evaluated against the
+   budgets with the durable progress counter (``cf:chat-recovery:progress``: one per flushed
+   segment, never derived from the transcript). Exhausted → the partial is kept, the user sees
+   the terminal message (an error frame), ``on_exhausted`` runs once, nothing is scheduled.
+3. Otherwise ``on_chat_recovery(ctx)`` may veto persisting the partial or continuing; the partial
+   is persisted and the stream closed; the incident goes ``scheduled``, ``cf:chat:recovering`` is
+   set and broadcast, and a durable schedule (``_chat_recovery_run``) runs the attempt — after a
+   restart the persisted alarm brings it with no request at all.
+4. The attempt (:meth:`TurnRecovery.run`) admits itself on the incident (counting attempts that
+   died in flight), waits for the chat to be stable, skips if the conversation moved on, then
+   enqueues a continuation (same assistant message, ``continuation: true``) or a retry, both
+   chained under the incident's recovery root so a kill during them spends the same budget.
+   When that turn ends, the incident completes (its record deleted) or fails, and the
+   "recovering" flag is cleared.
+
+The schedule callback returns as soon as the turn is queued: a kill during the continuation is
+then found by the continuation's own fiber, never by a re-run of the callback as well.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from . import frames
+from .recovery import (
+    CHAT_LAST_TERMINAL_KEY,
+    CHAT_RECOVERING_KEY,
+    CHAT_RECOVERY_PROGRESS_KEY,
+    REASON_AWAITING_CLIENT_INTERACTION,
+    REASON_CONTINUE_DISABLED,
+    REASON_STABLE_TIMEOUT,
+    ChatRecoveryAttempt,
+    ChatRecoveryConfig,
+    ChatRecoveryContext,
+    ChatRecoveryIncident,
+    ChatRecoveryKind,
+    InterruptedTrigger,
+    RecoveryIdentity,
+    admit_attempt,
+    build_exhausted_context,
+    chat_recovery_incident_key,
+    classify_recovery_kind,
+    evaluate_incident,
+    finish_attempt,
+    give_up_incident,
+    recovering_record,
+    superseded_reason,
+    terminal_record,
+    transition_incident,
+)
+from .turn import TurnSpec, new_request_id
+
+__all__ = ["RECOVERY_CALLBACK", "TurnRecovery"]
+
+_log = logging.getLogger("agents.chat.recovery")
+
+#: The schedule callback that runs a recovery attempt (a method of ``AIChatAgent``).
+RECOVERY_CALLBACK = "_chat_recovery_run"
+
+_SEALED = frozenset({"exhausted", "failed", "skipped", "completed"})
+
+
+def _text_of(parts: Any) -> str:
+    return "".join(
+        str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"
+    )
+
+
+class TurnRecovery:
+    """Recovers one ``AIChatAgent``'s interrupted turns within ``config``'s budgets."""
+
+    __slots__ = ("_agent", "_config", "_isolate")
+
+    def __init__(self, agent: Any, config: ChatRecoveryConfig) -> None:
+        self._agent = agent
+        self._config = config
+        #: This instance: an attempt recorded by another one that never finished died with it.
+        self._isolate = secrets.token_hex(8)
+
+    # -- storage ------------------------------------------------------------------------------
+    @property
+    def _kv(self) -> Any:
+        return self._agent.ctx.storage.kv
+
+    def bump_progress(self) -> None:
+        """One more flushed segment (``ResumableStreams.on_flushed``), in the flush's turn."""
+        self._kv.put(CHAT_RECOVERY_PROGRESS_KEY, self.progress() + 1)
+
+    def progress(self) -> int:
+        value = self._kv.get(CHAT_RECOVERY_PROGRESS_KEY)
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+    def _read(self, incident_id: str) -> ChatRecoveryIncident | None:
+        raw = self._kv.get(chat_recovery_incident_key(incident_id))
+        if not isinstance(raw, Mapping):
+            return None
+        try:
+            return ChatRecoveryIncident.from_json(raw)
+        except Exception:
+            _log.warning("unreadable chat recovery incident %s dropped", incident_id)
+            return None
+
+    def _write(self, incident: ChatRecoveryIncident | None, incident_id: str) -> None:
+        key = chat_recovery_incident_key(incident_id)
+        if incident is None:
+            self._kv.delete(key)
+        else:
+            self._kv.put(key, incident.to_json())
+
+    def _recovering(self, on: bool, request_id: str | None) -> None:
+        agent = self._agent
+        if on:
+            self._kv.put(CHAT_RECOVERING_KEY, recovering_record(request_id, int(agent._core.now())))
+        else:
+            self._kv.delete(CHAT_RECOVERING_KEY)
+        agent._chat_broadcast(frames.recovering_frame(on, request_id))
+
+    # -- an interrupted turn ------------------------------------------------------------------
+    async def interrupted(self, request_id: str, snapshot: Any) -> None:
+        """The fiber of turn ``request_id`` was found interrupted: decide and act (module doc)."""
+        agent = self._agent
+        envelope: dict[str, Any] = {}
+        user_data: Any = None
+        if isinstance(snapshot, Mapping):
+            inner = snapshot.get("__cfAIChatFiberSnapshot")
+            envelope = dict(inner) if isinstance(inner, Mapping) else {}
+            user_data = snapshot.get("user")
+        active = agent._chat_streams.active
+        if active is not None and (active.request_id != request_id or active.live):
+            active = None
+        partial = agent._chat_runner.partial(active) if active is not None else None
+        parts = list(partial.parts) if partial is not None else []
+        text = _text_of(parts)
+        kind = classify_recovery_kind(
+            envelope,
+            stream_id=active.stream_id if active is not None else "",
+            partial_text=text,
+            partial_parts=parts,
+            messages=agent.messages,
+        ).kind
+        identity = RecoveryIdentity(
+            request_id,
+            kind,
+            envelope.get("recoveryRootRequestId") or None,
+            envelope.get("latestUserMessageId") or None,
+        )
+        now = int(agent._core.now())
+        attempt = ChatRecoveryAttempt(self._isolate, secrets.token_hex(8))
+        decision = await evaluate_incident(
+            self._read(identity.incident_id),
+            self._config,
+            identity=identity,
+            trigger=InterruptedTrigger(attempt),
+            now_ms=now,
+            current_progress=self.progress(),
+            awaiting_client_interaction=agent.has_pending_interaction(),
+        )
+        incident = decision.incident
+        if decision.attempt_in_flight is not None:  # this replay is over once we return
+            incident = finish_attempt(incident, decision.attempt_in_flight) or incident
+        self._write(incident, identity.incident_id)
+        for event in decision.events:
+            _log.info("agent %s: %s %s", agent.name, event.type, event.payload)
+        if decision.exhausted:
+            if active is not None:
+                agent._chat_runner.finalize_orphan(active)
+            await self._exhaust(incident, text, parts, active.stream_id if active else "")
+            return
+        if decision.parked:
+            if active is not None:
+                agent._chat_runner.finalize_orphan(active)
+            self._settle(incident, "skipped", REASON_AWAITING_CLIENT_INTERACTION)
+            return
+        context = ChatRecoveryContext(
+            incident_id=identity.incident_id,
+            recovery_root_request_id=identity.root_request_id,
+            attempt=incident.attempt,
+            max_attempts=incident.max_attempts,
+            recovery_kind=kind,
+            stream_id=active.stream_id if active is not None else "",
+            request_id=request_id,
+            partial_text=text,
+            partial_parts=parts,
+            recovery_data=user_data,
+            messages=agent.messages,
+            created_at=int(envelope.get("startedAt") or now),
+            last_body=agent._chat_context.last_body,
+            last_client_tools=agent._chat_context.last_client_tools,
+        )
+        options = agent.on_chat_recovery(context)
+        if inspect.isawaitable(options):
+            options = await options
+        options = options if isinstance(options, Mapping) else {}
+        if active is not None:
+            agent._chat_runner.finalize_orphan(active, persist=options.get("persist") is not False)
+        if options.get("continue") is False:
+            self._settle(incident, "skipped", REASON_CONTINUE_DISABLED)
+            return
+        target = self._target(kind, envelope)
+        scheduled = transition_incident(incident, "scheduled", recovery_kind=kind)
+        self._write(scheduled.incident, identity.incident_id)
+        self._recovering(True, identity.root_request_id)
+        await agent.schedule(
+            0,
+            RECOVERY_CALLBACK,
+            {
+                "incidentId": identity.incident_id,
+                "kind": kind,
+                "root": identity.root_request_id,
+                "target": target,
+            },
+        )
+
+    def _target(self, kind: str, envelope: Mapping[str, Any]) -> str | None:
+        """What the attempt extends: the last assistant message (continue) or the unanswered
+        user message (retry); a conversation that moved past it is not recovered."""
+        if kind == "retry":
+            user = envelope.get("latestUserMessageId")
+            return str(user) if user else None
+        last = next(
+            (m for m in reversed(self._agent.messages) if m.get("role") == "assistant"), None
+        )
+        return str(last["id"]) if last is not None else None
+
+    # -- the attempt ----------------------------------------------------------------------------
+    async def run(self, payload: Mapping[str, Any]) -> None:
+        """The scheduled attempt (the ``_chat_recovery_run`` schedule's callback)."""
+        agent = self._agent
+        incident_id = str(payload.get("incidentId", ""))
+        incident = self._read(incident_id)
+        if incident is None or incident.status in _SEALED:
+            return
+        kind: ChatRecoveryKind = "retry" if payload.get("kind") == "retry" else "continue"
+        attempt = ChatRecoveryAttempt(self._isolate, secrets.token_hex(8))
+        incident, exhausted = admit_attempt(
+            incident,
+            attempt,
+            self._config,
+            awaiting_client_interaction=agent.has_pending_interaction(),
+        )
+        self._write(incident, incident_id)
+        if exhausted:
+            await self._exhaust(incident, "", [], "")
+            return
+        stable = await agent.wait_until_stable(within=self._config.stable_timeout_ms / 1000)
+        if not stable:
+            if agent.has_pending_interaction():
+                self._settle(incident, "skipped", REASON_AWAITING_CLIENT_INTERACTION)
+            else:
+                await self._exhaust(incident, "", [], "", reason=REASON_STABLE_TIMEOUT)
+            return
+        moved_on = superseded_reason(kind, target_id=payload.get("target"), messages=agent.messages)
+        if moved_on is not None:
+            self._settle(incident, "skipped", moved_on)
+            return
+        root = str(payload.get("root") or incident.root_request_id)
+        agent.ctx.waitUntil(self._attempt(incident_id, attempt, kind, root, payload.get("target")))
+
+    async def _attempt(
+        self, incident_id: str, attempt: ChatRecoveryAttempt, kind: str, root: str, target: Any
+    ) -> None:
+        agent = self._agent
+        context = agent._chat_context
+        if kind == "continue":
+            spec = TurnSpec(
+                new_request_id(),
+                continuation=True,
+                body=context.last_body,
+                client_tools=context.last_client_tools,
+                recovery_root=root,
+            )
+        else:
+            spec = TurnSpec(
+                new_request_id(),
+                origin_ids=[str(target)] if target else [],
+                body=context.last_body,
+                client_tools=context.last_client_tools,
+                recovery_root=root,
+            )
+        result = await agent._chat_enqueue(spec)
+        incident = self._read(incident_id)
+        if incident is None:
+            return
+        incident = finish_attempt(incident, attempt) or incident
+        status = result.get("status")
+        if status == "completed":
+            self._settle(incident, "completed")
+        elif status == "skipped":
+            self._settle(incident, "skipped", "conversation_changed")
+        else:
+            self._settle(incident, "failed", str(result.get("error") or status))
+
+    # -- endings ------------------------------------------------------------------------------
+    def _settle(
+        self, incident: ChatRecoveryIncident, status: str, reason: str | None = None
+    ) -> None:
+        moved = transition_incident(incident, status, reason=reason)
+        self._write(moved.incident, incident.incident_id)
+        for event in moved.events:
+            _log.info("agent %s: %s %s", self._agent.name, event.type, event.payload)
+        if moved.recovering is False:
+            self._recovering(False, incident.root_request_id)
+
+    async def _exhaust(
+        self,
+        incident: ChatRecoveryIncident,
+        partial_text: str,
+        partial_parts: list[Any],
+        stream_id: str,
+        *,
+        reason: str | None = None,
+    ) -> None:
+        """Give up: the terminal message to everyone (remembered for later connections),
+        ``on_exhausted`` once, the incident sealed."""
+        agent = self._agent
+        config = self._config
+        sealed = (
+            give_up_incident(
+                incident,
+                reason=reason,
+                now_ms=int(agent._core.now()),
+                config=config,
+                incident_id=incident.incident_id,
+                root_request_id=incident.root_request_id,
+                recovery_kind=incident.recovery_kind,
+            )
+            if reason is not None
+            else incident
+        )
+        if sealed is None:
+            return  # sealed already: on_exhausted ran
+        context = build_exhausted_context(
+            sealed,
+            config,
+            partial_text=partial_text,
+            partial_parts=partial_parts,
+            stream_id=stream_id,
+            created_at=int(sealed.first_seen_at),
+        )
+        message = config.terminal_message
+        agent._chat_broadcast(
+            frames.response_frame(incident.request_id, message, done=True, error=True)
+        )
+        self._kv.put(CHAT_LAST_TERMINAL_KEY, terminal_record(incident.request_id, message))
+        self._write(sealed, incident.incident_id)
+        self._recovering(False, incident.root_request_id)
+        _log.warning(
+            "agent %s: chat recovery of %s gave up: %s",
+            agent.name,
+            incident.root_request_id,
+            context.reason,
+        )
+        if config.on_exhausted is not None:
+            try:
+                result = config.on_exhausted(context)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                await agent._core.report(exc, None)

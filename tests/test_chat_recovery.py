@@ -1,0 +1,215 @@
+"""Bounded chat recovery in process: interrupted turns continue or retry by themselves.
+
+A crash is ``h.reset(...)`` (in-flight work cancelled, uncommitted writes dropped: the turn's
+fiber row is left behind as after a SIGKILL). The next activation finds the fiber, evaluates the
+incident and schedules the attempt; the manual clock fires that schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import partial
+from typing import Any, ClassVar
+
+from agents.chat import ChatMessageOptions
+from agents.chat.recovery import ChatRecoveryConfig
+from doemu.testing.plugin import HarnessFactory
+
+from .polling import eventually
+from .test_chat_agent import Chat, _steps, connect, request, step
+
+__all__ = ["_steps"]
+
+
+async def transcript(stub: Any) -> list[dict[str, Any]]:
+    response = await stub.fetch("http://doemu/agents/chat/room/get-messages")
+    messages: list[dict[str, Any]] = json.loads(await response.text())
+    return messages
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(p.get("text", "") for p in message["parts"] if p["type"] == "text")
+
+
+async def kv(stub: Any, key: str) -> Any:
+    return await stub.kv_get(key)
+
+
+class Recovering(Chat):
+    recoveries: ClassVar[list[Any]] = []
+
+    async def on_chat_recovery(self, ctx: Any) -> Any:
+        Recovering.recoveries.append(ctx)
+        return {}
+
+    def kv_get(self, key: str) -> Any:
+        return self.ctx.storage.kv.get(key)
+
+    def kv_keys(self, prefix: str) -> list[str]:
+        return [k for k, _ in self.ctx.storage.kv.list(prefix=prefix)]
+
+    def runs(self) -> int:
+        return len(self.sql("SELECT id FROM cf_agents_runs"))
+
+
+async def test_a_turn_killed_mid_stream_is_continued_in_the_same_message(
+    doemu_harness: HarnessFactory,
+) -> None:
+    Recovering.recoveries = []
+    h = await doemu_harness({"CHAT": Recovering})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "slow", "u1"))
+    step(12)
+    await eventually(lambda: len(a.chunks("r1")) >= 15, what="more than one stored block")
+    h.reset("CHAT", "room", "simulated crash")
+    await transcript(stub)  # any request wakes it: the fiber is found, the attempt scheduled
+    (ctx,) = Recovering.recoveries
+    assert ctx.recovery_kind == "continue" and ctx.request_id == "r1"
+    assert ctx.recovery_root_request_id == "r1" and ctx.partial_text.startswith("w0 w1 ")
+    assert (await kv(stub, "cf:chat:recovering"))["requestId"] == "r1"
+    await h.advance(1)  # the schedule's alarm
+    await eventually(
+        lambda: _continued(stub), what="the continuation appended to the partial reply"
+    )
+    stored = await transcript(stub)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert text_of(stored[1]).endswith("It is sunny.")
+    assert await stub.runs() == 0
+    assert await stub.kv_keys("cf:chat-recovery:incident:") == []
+    assert await kv(stub, "cf:chat:recovering") is None
+
+
+async def _continued(stub: Any) -> bool:
+    stored = await transcript(stub)
+    return len(stored) == 2 and text_of(stored[1]).endswith("It is sunny.")
+
+
+class SilentFirst(Recovering):
+    """The first turn produces nothing before the crash (a model still thinking)."""
+
+    thinking: ClassVar[asyncio.Event | None] = None
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        if SilentFirst.thinking is None:
+            SilentFirst.thinking = asyncio.Event()
+            await SilentFirst.thinking.wait()
+        return await super().on_chat_message(on_finish, options)
+
+
+async def test_a_turn_killed_before_its_first_chunk_retries_the_user_message(
+    doemu_harness: HarnessFactory,
+) -> None:
+    Recovering.recoveries = []
+    SilentFirst.thinking = None
+    h = await doemu_harness({"CHAT": SilentFirst})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "hi", "u1"))
+    await eventually(lambda: SilentFirst.thinking is not None, what="the model thinking")
+    await eventually(lambda: _one_run(stub), what="the turn's fiber row")
+    h.reset("CHAT", "room", "simulated crash")
+    await transcript(stub)
+    (ctx,) = Recovering.recoveries
+    assert ctx.recovery_kind == "retry" and ctx.partial_text == ""
+    await h.advance(1)
+    await eventually(lambda: _answered(stub), what="the retried turn's answer")
+    stored = await transcript(stub)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert text_of(stored[1]) == "Hello, world"
+
+
+async def _one_run(stub: Any) -> bool:
+    return bool(await stub.runs() == 1)
+
+
+async def _answered(stub: Any) -> bool:
+    stored = await transcript(stub)
+    return len(stored) == 2 and text_of(stored[1]) == "Hello, world"
+
+
+class AlwaysStalls(Recovering):
+    """Every reply sends a few words and then hangs: each attempt is killed mid-stream."""
+
+    exhausted: ClassVar[list[Any]] = []
+    chat_recovery = ChatRecoveryConfig(on_exhausted=lambda ctx: AlwaysStalls.exhausted.append(ctx))
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        async def chunks() -> Any:
+            yield {"type": "start"}
+            yield {"type": "text-start", "id": "t"}
+            for i in range(12):
+                yield {"type": "text-delta", "id": "t", "delta": f"x{i} "}
+            await asyncio.Event().wait()
+
+        return chunks()
+
+
+async def test_a_turn_that_dies_on_every_attempt_is_sealed_within_its_budget(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """``max_interrupted_attempts`` (5): each attempt dies mid-stream; the fifth interruption
+    seals the incident — the terminal message goes out as an error frame, ``on_exhausted`` runs
+    once, and no schedule keeps firing."""
+    Recovering.recoveries = []
+    AlwaysStalls.exhausted = []
+    h = await doemu_harness({"CHAT": AlwaysStalls})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "hi", "u1"))
+    await eventually(lambda: len(a.chunks("r1")) >= 14, what="the first turn's words")
+    for kill in range(1, 10):
+        h.reset("CHAT", "room", f"simulated crash {kill}")
+        watcher = await connect(stub, f"w{kill}")
+        if AlwaysStalls.exhausted:
+            break
+        await h.advance(1)
+        await eventually(partial(_continuation_streaming, watcher), what=f"attempt {kill}")
+    assert len(AlwaysStalls.exhausted) == 1
+    (ended,) = AlwaysStalls.exhausted
+    assert ended.reason == "interrupted_attempts_exceeded"
+    assert kill == 5  # the original turn and four recovery attempts died
+    # The terminal message went out while nobody was connected: a client that comes later
+    # probes, is told ``resuming`` and gets it on its acknowledgement.
+    late = await connect(stub, "late")
+    late.send({"type": "cf_agent_stream_resume_request", "probeId": "p"})
+    await eventually(lambda: late.of("cf_agent_stream_resuming"), what="the terminal's id")
+    (resuming,) = late.of("cf_agent_stream_resuming")
+    late.send({"type": "cf_agent_stream_resume_ack", "id": resuming["id"]})
+    await eventually(lambda: late.done(resuming["id"]), what="the terminal frame")
+    terminal = late.done(resuming["id"])
+    assert terminal is not None and terminal["error"] is True
+    assert (
+        terminal["body"] == "The assistant was interrupted and could not recover. Please try again."
+    )
+    await h.advance(60_000)
+    assert len(AlwaysStalls.exhausted) == 1
+    assert await kv(stub, "cf:chat:recovering") is None
+    incident = await stub.kv_keys("cf:chat-recovery:incident:")
+    assert len(incident) == 1  # sealed, kept until the sweep so a later wake does not retry
+
+
+def _continuation_streaming(watcher: Any) -> bool:
+    return any(
+        f.get("continuation") and f.get("body") for f in watcher.of("cf_agent_use_chat_response")
+    )
+
+
+async def test_recovery_off_keeps_the_partial_and_stops(doemu_harness: HarnessFactory) -> None:
+    class Off(Recovering):
+        chat_recovery = False
+
+    Recovering.recoveries = []
+    h = await doemu_harness({"CHAT": Off})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "slow", "u1"))
+    step(12)
+    await eventually(lambda: len(a.chunks("r1")) >= 15, what="more than one stored block")
+    h.reset("CHAT", "room", "simulated crash")
+    stored = await transcript(stub)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert text_of(stored[1]).startswith("w0 w1 ") and "sunny" not in text_of(stored[1])
+    await h.advance(5_000)
+    assert Recovering.recoveries == [] and len(await transcript(stub)) == 2
