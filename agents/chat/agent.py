@@ -276,8 +276,9 @@ class AIChatAgent(Agent):
             self._chat_runner.finalize_orphan(active)
         if orphan:
             self._chat_resume.interrupted = request_id
-        _log.warning("agent %s: chat turn %s was interrupted; its partial reply is kept",
-                     self.name, request_id)  # fmt: skip
+        _log.warning("agent %s: chat turn %s was interrupted; %s", self.name, request_id,
+                     "recovering it" if self._chat_recovery is not None
+                     else "its partial reply is kept")  # fmt: skip
         return True
 
     def _chat_terminal_record(self) -> Mapping[str, Any] | None:

@@ -221,6 +221,7 @@ class TurnRecovery:
                 "root": identity.root_request_id,
                 "target": target,
             },
+            idempotent=True,  # one attempt per incident, however often this wake repeats
         )
 
     def _target(self, kind: str, envelope: Mapping[str, Any]) -> str | None:
