@@ -52,6 +52,7 @@ from .recovery import (
     recovering_flag_active,
     resolve_chat_recovery,
 )
+from .repair import client_tool_names, default_repair, repair_interrupted_tool_parts
 from .resume import ResumeHandshake
 from .store import MessageStore, RequestContext
 from .store import create_tables as create_message_tables
@@ -141,6 +142,23 @@ class AIChatAgent(Agent):
         partial and continues it (or retries the user message when nothing was produced).
         ``ctx.recovery_data`` is what the turn last passed to :meth:`stash`."""
         return {}
+
+    def repair_interrupted_tool_part(self, part: dict[str, Any]) -> Mapping[str, Any]:
+        """What a tool call interrupted before its result becomes, before the next model call
+        (see :mod:`agents.chat.repair`). The default is an ``output-error`` saying so; override
+        it to, e.g., turn an unanswered ``ask_user`` call into text."""
+        return default_repair(part)
+
+    def _chat_repair_transcript(self, *, continuation: bool) -> None:
+        repaired, ids = repair_interrupted_tool_parts(
+            self.messages,
+            client_tools=client_tool_names(self._chat_context.last_client_tools),
+            repair_part=self.repair_interrupted_tool_part,
+            repair_approval_responded=not continuation,
+        )
+        if ids:
+            _log.info("agent %s: repaired interrupted tool calls %s", self.name, ids)
+            self.persist_messages(repaired)
 
     # -- the transcript ---------------------------------------------------------------------------
     @property

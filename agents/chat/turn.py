@@ -148,6 +148,7 @@ class TurnRunner:
             "continuation": spec.continuation,
             "status": "completed",
         }
+        agent._chat_repair_transcript(continuation=spec.continuation)
         try:
             reply = agent.on_chat_message(_no_op, options)
             if inspect.isawaitable(reply):
