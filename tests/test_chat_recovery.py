@@ -213,3 +213,76 @@ async def test_recovery_off_keeps_the_partial_and_stops(doemu_harness: HarnessFa
     assert text_of(stored[1]).startswith("w0 w1 ") and "sunny" not in text_of(stored[1])
     await h.advance(5_000)
     assert Recovering.recoveries == [] and len(await transcript(stub)) == 2
+
+
+class StallsEveryTime(Recovering):
+    """A provider that sends one word and then goes quiet, every time; the watchdog is on."""
+
+    chat_stream_stall_timeout_ms = 1_000
+    exhausted: ClassVar[list[Any]] = []
+    closed: ClassVar[int] = 0
+    chat_recovery = ChatRecoveryConfig(
+        max_attempts=3, on_exhausted=lambda ctx: StallsEveryTime.exhausted.append(ctx)
+    )
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        async def chunks() -> Any:
+            try:
+                yield {"type": "start"}
+                yield {"type": "text-start", "id": "t"}
+                yield {"type": "text-delta", "id": "t", "delta": "one "}
+                await asyncio.Event().wait()  # the provider never sends another byte
+            finally:
+                StallsEveryTime.closed += 1  # the upstream request is closed, not left open
+
+        return chunks()
+
+
+async def test_a_stalled_reply_is_recovered_until_its_budget_runs_out(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """The watchdog aborts a reply that went quiet for 1 s (and closes its upstream): the turn
+    ends ``outcome: "recovering"`` with its partial kept, and a continuation is scheduled. Every
+    continuation stalls too; each stall is one transient retry, so with ``max_attempts`` 3 the
+    fourth stall seals the incident: the terminal error frame, ``on_exhausted`` once."""
+    Recovering.recoveries = []
+    StallsEveryTime.exhausted = []
+    StallsEveryTime.closed = 0
+    h = await doemu_harness({"CHAT": StallsEveryTime})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "hi", "u1"))
+    await eventually(lambda: len(a.chunks("r1")) == 3, what="the first word")
+
+    def recovering() -> list[dict[str, Any]]:
+        return [
+            f
+            for f in a.of("cf_agent_use_chat_response")
+            if f["done"] and f.get("outcome") == "recovering"
+        ]
+
+    for stall in range(1, 6):
+        await h.advance(1_000)
+        await eventually(
+            lambda n=stall: len(recovering()) >= n or StallsEveryTime.exhausted,  # type: ignore[misc]
+            what=f"stall {stall} handled",
+        )
+        if StallsEveryTime.exhausted:
+            break
+    assert stall == 4 and len(recovering()) == 4
+    assert recovering()[0]["id"] == "r1"
+    assert all(f.get("continuation") for f in recovering()[1:])
+    (ended,) = StallsEveryTime.exhausted
+    assert ended.reason == "max_attempts_exceeded"
+    assert StallsEveryTime.closed == 4
+    await eventually(
+        lambda: any(f.get("error") for f in a.of("cf_agent_use_chat_response")),
+        what="the terminal frame",
+    )
+    # "recovering…" from the first stall until the incident ends (one chain, one indicator)
+    assert [f["recovering"] for f in a.of("cf_agent_chat_recovering")] == [True] * 3 + [False]
+    stored = await transcript(stub)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert text_of(stored[1]).split() == ["one"] * 4  # every continuation in the same message
+    await h.advance(60_000)
+    assert len(StallsEveryTime.exhausted) == 1

@@ -94,6 +94,9 @@ class AIChatAgent(Agent):
     #: interrupted turn keeps its partial and stops), a ``ChatRecoveryConfig`` or a dict of its
     #: fields (snake_case or the SDK's camelCase).
     chat_recovery: ClassVar[ChatRecoverySpec] = True
+    #: A gap of this many ms between a reply's chunks aborts the upstream and hands the turn to
+    #: bounded recovery (as a continuation, or a retry when nothing came); 0: off.
+    chat_stream_stall_timeout_ms: ClassVar[float] = 0
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
@@ -302,6 +305,11 @@ class AIChatAgent(Agent):
     def _chat_terminal_record(self) -> Mapping[str, Any] | None:
         record = self.ctx.storage.kv.get(CHAT_LAST_TERMINAL_KEY)
         return record if isinstance(record, Mapping) and "requestId" in record else None
+
+    async def _chat_stalled(self, spec: TurnSpec, builder: Any) -> None:
+        """A turn's reply stalled (the watchdog fired): recover it within budget, or give up."""
+        if self._chat_recovery is not None:
+            await self._chat_recovery.stalled(spec, list(builder.parts))
 
     async def _chat_recovery_run(self, payload: Any, _schedule: Any = None) -> None:
         """The schedule that runs a recovery attempt (see :mod:`agents.chat.recovering`)."""

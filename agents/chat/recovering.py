@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import frames
@@ -47,7 +47,9 @@ from .recovery import (
     ChatRecoveryIncident,
     ChatRecoveryKind,
     InterruptedTrigger,
+    RecoveryEvent,
     RecoveryIdentity,
+    StalledTrigger,
     admit_attempt,
     build_exhausted_context,
     chat_recovery_incident_key,
@@ -55,6 +57,7 @@ from .recovery import (
     evaluate_incident,
     finish_attempt,
     give_up_incident,
+    record_transient_retry,
     recovering_record,
     superseded_reason,
     terminal_record,
@@ -171,16 +174,86 @@ class TurnRecovery:
         if decision.attempt_in_flight is not None:  # this replay is over once we return
             incident = finish_attempt(incident, decision.attempt_in_flight) or incident
         self._write(incident, identity.incident_id)
-        for event in decision.events:
+
+        def finalize(persist: bool = True) -> None:
+            if active is not None:
+                agent._chat_runner.finalize_orphan(active, persist=persist)
+
+        await self._proceed(
+            decision.events,
+            incident,
+            exhausted=decision.exhausted,
+            parked=decision.parked,
+            identity=identity,
+            partial=(text, parts, active.stream_id if active is not None else ""),
+            recovery_data=user_data,
+            created_at=int(envelope.get("startedAt") or now),
+            target=self._target(kind, envelope.get("latestUserMessageId")),
+            finalize=finalize,
+        )
+
+    async def stalled(self, spec: TurnSpec, parts: list[Any]) -> None:
+        """A live turn's reply went quiet (the stall watchdog): nothing died, so no interruption
+        is counted; each stall is one transient retry (bounded by ``max_attempts``). Its partial
+        was kept as a normal turn's; the attempt continues it, or retries a turn that produced
+        nothing."""
+        agent = self._agent
+        text = _text_of(parts)
+        latest_user = next((m for m in reversed(agent.messages) if m.get("role") == "user"), None)
+        user_id = str(latest_user["id"]) if latest_user is not None else None
+        kind: ChatRecoveryKind = "continue" if parts or spec.continuation else "retry"
+        identity = RecoveryIdentity(spec.request_id, kind, spec.recovery_root, user_id)
+        decision = await evaluate_incident(
+            self._read(identity.incident_id),
+            self._config,
+            identity=identity,
+            trigger=StalledTrigger(),
+            now_ms=int(agent._core.now()),
+            current_progress=self.progress(),
+            awaiting_client_interaction=agent.has_pending_interaction(),
+        )
+        incident = decision.incident
+        if not decision.exhausted:
+            incident, _ = record_transient_retry(incident)
+        self._write(incident, identity.incident_id)
+        await self._proceed(
+            decision.events,
+            incident,
+            exhausted=decision.exhausted,
+            parked=decision.parked,
+            identity=identity,
+            partial=(text, parts, ""),
+            recovery_data=None,
+            created_at=int(agent._core.now()),
+            target=self._target(kind, user_id),
+            finalize=lambda persist=True: None,  # kept already, as a normal turn's reply
+        )
+
+    async def _proceed(
+        self,
+        events: Sequence[RecoveryEvent],
+        incident: ChatRecoveryIncident,
+        *,
+        exhausted: bool,
+        parked: bool,
+        identity: RecoveryIdentity,
+        partial: tuple[str, list[Any], str],
+        recovery_data: Any,
+        created_at: int,
+        target: str | None,
+        finalize: Callable[..., None],
+    ) -> None:
+        """After the decision: give up, park, or ask ``on_chat_recovery`` and schedule."""
+        agent = self._agent
+        text, parts, stream_id = partial
+        for event in events:
             _log.info("agent %s: %s %s", agent.name, event.type, event.payload)
-        if decision.exhausted:
-            if active is not None:
-                agent._chat_runner.finalize_orphan(active)
-            await self._exhaust(incident, text, parts, active.stream_id if active else "")
+        if exhausted:
+            finalize()
+            await self._exhaust(incident, text, parts, stream_id)
             return
-        if decision.parked:
-            if active is not None:
-                agent._chat_runner.finalize_orphan(active)
+        if parked:
+            finalize()
             self._settle(incident, "skipped", REASON_AWAITING_CLIENT_INTERACTION)
             return
         context = ChatRecoveryContext(
@@ -188,14 +261,14 @@ class TurnRecovery:
             recovery_root_request_id=identity.root_request_id,
             attempt=incident.attempt,
             max_attempts=incident.max_attempts,
-            recovery_kind=kind,
-            stream_id=active.stream_id if active is not None else "",
-            request_id=request_id,
+            recovery_kind=identity.recovery_kind,
+            stream_id=stream_id,
+            request_id=identity.request_id,
             partial_text=text,
             partial_parts=parts,
-            recovery_data=user_data,
+            recovery_data=recovery_data,
             messages=agent.messages,
-            created_at=int(envelope.get("startedAt") or now),
+            created_at=created_at,
             last_body=agent._chat_context.last_body,
             last_client_tools=agent._chat_context.last_client_tools,
         )
@@ -203,13 +276,11 @@ class TurnRecovery:
         if inspect.isawaitable(options):
             options = await options
         options = options if isinstance(options, Mapping) else {}
-        if active is not None:
-            agent._chat_runner.finalize_orphan(active, persist=options.get("persist") is not False)
+        finalize(options.get("persist") is not False)
         if options.get("continue") is False:
             self._settle(incident, "skipped", REASON_CONTINUE_DISABLED)
             return
-        target = self._target(kind, envelope)
-        scheduled = transition_incident(incident, "scheduled", recovery_kind=kind)
+        scheduled = transition_incident(incident, "scheduled", recovery_kind=identity.recovery_kind)
         self._write(scheduled.incident, identity.incident_id)
         self._recovering(True, identity.root_request_id)
         await agent.schedule(
@@ -217,19 +288,18 @@ class TurnRecovery:
             RECOVERY_CALLBACK,
             {
                 "incidentId": identity.incident_id,
-                "kind": kind,
+                "kind": identity.recovery_kind,
                 "root": identity.root_request_id,
                 "target": target,
             },
             idempotent=True,  # one attempt per incident, however often this wake repeats
         )
 
-    def _target(self, kind: str, envelope: Mapping[str, Any]) -> str | None:
+    def _target(self, kind: str, user_id: Any) -> str | None:
         """What the attempt extends: the last assistant message (continue) or the unanswered
         user message (retry); a conversation that moved past it is not recovered."""
         if kind == "retry":
-            user = envelope.get("latestUserMessageId")
-            return str(user) if user else None
+            return str(user_id) if user_id else None
         last = next(
             (m for m in reversed(self._agent.messages) if m.get("role") == "assistant"), None
         )
@@ -296,7 +366,9 @@ class TurnRecovery:
             return
         incident = finish_attempt(incident, attempt) or incident
         status = result.get("status")
-        if status == "completed":
+        if status == "recovering":  # it stalled: the stall path scheduled the next attempt
+            self._write(incident, incident_id)
+        elif status == "completed":
             self._settle(incident, "completed")
         elif status == "skipped":
             self._settle(incident, "skipped", "conversation_changed")
