@@ -20,6 +20,8 @@ from .producers import text_stream as text_stream
 from .producers import tool_call as tool_call
 from .producers import ui_message_response as ui_message_response
 from .producers import ui_message_stream as ui_message_stream
+from .recovery import ChatRecoveryConfig as ChatRecoveryConfig
+from .recovery import ChatRecoveryContext as ChatRecoveryContext
 from .scripted import ScriptedModel as ScriptedModel
 from .scripted import demo_model as demo_model
 from .turn import ChatMessageOptions as ChatMessageOptions
@@ -29,6 +31,8 @@ __all__ = [
     "UI_MESSAGE_STREAM_HEADERS",
     "AIChatAgent",
     "ChatMessageOptions",
+    "ChatRecoveryConfig",
+    "ChatRecoveryContext",
     "Chunk",
     "ScriptedModel",
     "SseDecoder",

@@ -118,7 +118,7 @@ class AIChatAgent(Agent):
             self._chat_streams, self._chat_queue, self._chat_terminal_record
         )
         self._chat_runner = TurnRunner(self)
-        config = resolve_chat_recovery(type(self).chat_recovery)
+        config = resolve_chat_recovery(self.chat_recovery)  # a property may bind hooks
         self._chat_recovery = TurnRecovery(self, config) if config is not None else None
         if self._chat_recovery is not None:
             self._chat_streams.on_flushed = self._chat_recovery.bump_progress
