@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,6 +145,37 @@ def dev(config: Path | None, reload_child: bool, **flags: Any) -> None:
         run_with_reload(worker, settings)
         return
     run(worker, settings, force_on_second_signal=not reload_child)
+
+
+# ------------------------------------------------------------------------------------ init
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path), default=".")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept).",
+)
+def init(directory: Path, force: bool) -> None:
+    """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
+    from .scaffold import write_project
+
+    try:
+        result = write_project(directory, force=force)
+    except DoemuError as exc:
+        _fail(str(exc))
+    shown = display_path(directory)
+    for path in result.written:
+        note = "  (replaced)" if path in result.replaced else ""
+        click.echo(f"  wrote {Path(shown, path).as_posix()}{note}")
+    here = directory.resolve() == Path.cwd().resolve()
+    cd = "" if here else f"  cd {shlex.quote(shown)}\n"
+    click.echo(
+        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}"
+        "  doemu dev     # serves it on http://127.0.0.1:8787; in another shell:\n"
+        "  curl -X POST http://127.0.0.1:8787/counter/alice\n"
+        "  pytest        # runs tests/ in-process\n"
+        "The same folder deploys to Cloudflare with `pywrangler deploy`."
+    )
 
 
 # ------------------------------------------------------------------------------------ classes

@@ -23,10 +23,13 @@ cancels its remaining tasks, which is how pytest-asyncio's function-scoped loop 
 ``asyncio.run`` end), or else at the fixture's teardown on the loop that started it, when that
 loop outlives the test (a wider pytest-asyncio ``loop_scope``, anyio's runner).
 
-The fixtures themselves are synchronous, so they need no async test plugin: a plain test can
-drive a harness with ``asyncio.run`` (``h = await doemu_harness(...)`` inside it is closed when
-``asyncio.run`` ends). With pytest-asyncio (``asyncio_mode = "auto"``, or the ``asyncio`` mark),
-async tests and fixtures use them directly.
+**Async tests need nothing else.** A user project that installs doemu and pytest (and no async
+test plugin) can write ``async def test_…`` at once: :func:`pytest_pyfunc_call` runs a coroutine
+test that no other plugin took in a fresh event loop (``asyncio.run``, which also closes the
+harnesses the test left open). An async plugin stays in charge of what it handles: pytest-asyncio
+swaps the coroutine for a synchronous wrapper before this hook runs (its ``auto`` mode, or the
+``asyncio`` mark), and anyio's tests (``anyio_backend``) are left to anyio. Only async *fixtures*
+need pytest-asyncio; the doemu fixtures are synchronous, so they work with or without it.
 
 With plugin autoloading disabled (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``), enable it with
 ``-p doemu.testing.plugin``. Set ``doemu_install_modules = false`` in the pytest ini options to
@@ -35,6 +38,8 @@ keep ``workers``/``js`` out of ``sys.modules``.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -52,6 +57,7 @@ __all__ = [
     "doemu_harness",
     "pytest_addoption",
     "pytest_configure",
+    "pytest_pyfunc_call",
 ]
 
 
@@ -69,6 +75,22 @@ def pytest_configure(config: pytest.Config) -> None:
         from ..compat import install_modules
 
         install_modules()
+
+
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run an ``async def`` test that no async plugin handles, in its own event loop.
+
+    Without this, pytest fails (or skips) every coroutine test in a project with no async plugin,
+    and pytest-asyncio is only a dev extra of doemu. Returns ``None`` (pytest's own call runs the
+    test) for synchronous tests and for those an async plugin has taken (see the module
+    docstring).
+    """
+    function = pyfuncitem.obj
+    if not inspect.iscoroutinefunction(function) or "anyio_backend" in pyfuncitem.funcargs:
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    asyncio.run(function(**{name: pyfuncitem.funcargs[name] for name in names}))
+    return True
 
 
 class HarnessFactory:

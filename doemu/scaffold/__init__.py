@@ -1,0 +1,98 @@
+"""``doemu init``: write a new project that ``doemu dev`` serves and ``pytest`` tests, unedited.
+
+The project (the files under ``template/``, shipped as package data) uses Cloudflare's names
+only, so the same folder deploys with ``pywrangler deploy``:
+
+* ``wrangler.toml``: one SQLite-backed Durable Object class, its binding and its migration;
+* ``src/entry.py``: the ``Counter`` object (SQL, an alarm) and a ``Default`` entry worker;
+* ``tests/test_counter.py``: in-process tests on doemu's pytest fixtures;
+* ``pyproject.toml``: the pytest settings the tests need (``src`` on ``pythonpath``), nothing
+  else: doemu's plugin loads itself and runs ``async def`` tests;
+* ``.gitignore``: doemu's state directory ``.doemu/``.
+
+The template is kept as real files (linted, and run by the tests that check ``doemu init``)
+rather than strings; ``{{name}}`` and ``{{compatibility_date}}`` are filled in. The dotfile is
+stored as ``gitignore``, which every packaging tool copies.
+
+Nothing is ever overwritten silently: a directory holding anything but hidden entries (``.git``,
+``.venv``, …) is refused unless ``force`` is set, and even then only the template's own files
+are written; the user's other files stay untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+from ..errors import DoemuError
+
+__all__ = ["TEMPLATE_FILES", "InitError", "InitResult", "project_name", "write_project"]
+
+#: Template file (under ``template/``) → the path it is written to in the project.
+TEMPLATE_FILES: dict[str, str] = {
+    "wrangler.toml": "wrangler.toml",
+    "src/entry.py": "src/entry.py",
+    "tests/test_counter.py": "tests/test_counter.py",
+    "pyproject.toml": "pyproject.toml",
+    "gitignore": ".gitignore",
+}
+
+
+class InitError(DoemuError):
+    """The target directory cannot take a new project (not empty, or not a directory)."""
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """What :func:`write_project` did: the project's root, its name, and the files written."""
+
+    root: Path
+    name: str
+    written: tuple[str, ...]
+    replaced: tuple[str, ...]
+
+
+def project_name(directory: Path) -> str:
+    """A Worker name from the directory's name: lowercase letters, digits and ``-`` only
+    (what Cloudflare accepts); ``my-worker`` when nothing usable is left."""
+    name = re.sub(r"[^a-z0-9-]+", "-", directory.resolve().name.lower()).strip("-")
+    return name[:63].strip("-") or "my-worker"
+
+
+def _visible_entries(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
+
+
+def write_project(
+    directory: Path, *, force: bool = False, today: datetime | None = None
+) -> InitResult:
+    """Write the template into ``directory`` (created if missing); see the module docstring."""
+    if directory.exists() and not directory.is_dir():
+        raise InitError(f"{directory} exists and is not a directory")
+    if directory.is_dir():
+        visible = _visible_entries(directory)
+        if visible and not force:
+            shown = ", ".join(visible[:5]) + (", …" if len(visible) > 5 else "")
+            raise InitError(
+                f"{directory} is not empty ({shown}); pick an empty or new directory, or pass "
+                "--force to write the project's files there anyway (other files are kept)"
+            )
+    name = project_name(directory)
+    date = (today or datetime.now(UTC)).strftime("%Y-%m-%d")
+    template = resources.files(__package__).joinpath("template")
+    for target in TEMPLATE_FILES.values():  # check all before writing any
+        if (directory / target).is_dir():
+            raise InitError(f"{directory / target} is a directory; the project needs a file there")
+    replaced = [t for t in TEMPLATE_FILES.values() if (directory / t).exists()]
+    written: list[str] = []
+    for source, target in TEMPLATE_FILES.items():
+        text = template.joinpath(source).read_text(encoding="utf-8")
+        text = text.replace("{{name}}", name).replace("{{compatibility_date}}", date)
+        path = directory / target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(target)
+    return InitResult(directory, name, tuple(written), tuple(replaced))

@@ -1,0 +1,45 @@
+"""A Durable Object counter and the Worker in front of it, on Cloudflare's Python Workers API.
+
+POST /counter/<name>   add 1 to the counter called <name>: {"name": "<name>", "value": n}
+GET  /counter/<name>   read it
+"""
+
+from urllib.parse import urlparse
+
+from js import Date
+from workers import DurableObject, Response, WorkerEntrypoint
+
+
+class Counter(DurableObject):
+    def __init__(self, ctx, env):
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec(
+            "CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY, n INTEGER)"
+        )
+
+    async def increment(self):
+        row = self.ctx.storage.sql.exec(
+            "INSERT INTO counter VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET n = n + 1 RETURNING n"
+        ).one()
+        return row["n"]
+
+    async def value(self):
+        rows = self.ctx.storage.sql.exec("SELECT n FROM counter").toArray()
+        return rows[0]["n"] if rows else 0
+
+    async def reset_in(self, ms):
+        """Set the counter back to 0 in `ms` milliseconds: a durable alarm."""
+        await self.ctx.storage.setAlarm(Date.now() + ms)
+
+    async def alarm(self, alarm_info=None):
+        self.ctx.storage.sql.exec("DELETE FROM counter")
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        parts = urlparse(request.url).path.strip("/").split("/")
+        if len(parts) != 2 or parts[0] != "counter" or not parts[1]:
+            return Response("try: curl -X POST http://127.0.0.1:8787/counter/alice\n", status=404)
+        counter = self.env.COUNTER.getByName(parts[1])
+        value = await counter.increment() if request.method == "POST" else await counter.value()
+        return Response.json({"name": parts[1], "value": value})

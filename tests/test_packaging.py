@@ -1,0 +1,195 @@
+"""What installing doemu gives a user's project beyond the ``doemu`` command.
+
+* ``import agents`` / ``workers`` / ``js`` / ``pyodide.ffi`` work in any interpreter of the venv
+  (it failed with ``No module named 'workers'`` outside a running server), through a finder of
+  last resort that never shadows a real module of those names;
+* the built wheel ships that ``.pth``, ``py.typed`` and the stub packages, so ``mypy --strict``
+  resolves ``from workers import …`` in a user's file (it failed: no stubs, no ``py.typed`` for
+  agents);
+* doemu's pytest plugin runs ``async def`` tests by itself (they failed without pytest-asyncio).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IMPORTS = "import agents, workers, js; from pyodide.ffi import to_js"
+
+
+def python(code: str, cwd: Path, exe: str = sys.executable, **env: str) -> str:
+    result = subprocess.run(
+        [exe, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_the_cloudflare_modules_import_in_a_plain_interpreter(tmp_path: Path) -> None:
+    out = python(
+        IMPORTS + "; import sys, doemu.compat as c, json;"
+        "print(json.dumps([sys.modules[n] is c.MODULES[n] for n in c.MODULES]))",
+        cwd=tmp_path,  # not the repository: only what is installed is importable
+    )
+    assert json.loads(out) == [True, True, True, True]  # doemu's own modules, never copies
+
+
+def test_a_real_module_of_the_same_name_wins(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "js" / "jquery").mkdir(parents=True)  # a `js` namespace package, as fanstatic's
+    (site / "js" / "jquery" / "__init__.py").write_text("")
+    (site / "workers.py").write_text("REAL = True\n")
+    out = python(
+        "import js.jquery, workers, pyodide.ffi, json;"
+        "print(json.dumps([js.__file__, workers.REAL, pyodide.ffi.__name__]))",
+        cwd=tmp_path,
+        PYTHONPATH=str(site),
+    )
+    assert json.loads(out) == [None, True, "doemu.compat.pyodide.ffi"]
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv holding doemu's built (non-editable) wheel; doemu's dependencies come from this
+    venv's site-packages through a path-only ``.pth`` (which runs none of that dir's hooks)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    pip = [sys.executable, "-m", "pip"]
+    built = subprocess.run(
+        [*pip, "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp / "dist").glob("doemu-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"doemu-standins.pth", "doemu/py.typed", "agents/py.typed"} <= names
+    assert {"workers-stubs/__init__.pyi", "js-stubs/__init__.pyi", "pyodide-stubs/ffi.pyi"} <= names
+    assert "doemu/scaffold/template/tests/test_counter.py" in names
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    exe = str(venv / "bin" / "python")
+    installed = subprocess.run(
+        [*pip, "--python", exe, "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert installed.returncode == 0, installed.stderr
+    site = python("import sysconfig; print(sysconfig.get_path('purelib'))", tmp, exe).strip()
+    (Path(site) / "zz-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return venv
+
+
+def test_the_wheel_makes_the_modules_importable(wheel_venv: Path, tmp_path: Path) -> None:
+    exe = str(wheel_venv / "bin" / "python")
+    out = python(IMPORTS + "; import doemu; print(doemu.__file__)", tmp_path, exe)
+    assert out.startswith(str(wheel_venv))  # the wheel's doemu, not the repository's
+
+
+USER_FILE = """\
+from js import Date
+from pyodide.ffi import to_js
+from workers import DurableObject, Response, WorkerEntrypoint
+
+from agents import Agent
+
+
+class Counter(DurableObject):
+    async def fetch(self, request: object) -> Response:
+        # Response.json is typed Any (a descriptor in doemu.compat), hence the annotation.
+        response: Response = Response.json({"now": Date.now(), "proxy": str(to_js([1]))})
+        return response
+
+
+class Default(WorkerEntrypoint):
+    pass
+
+
+class Helper(Agent):
+    pass
+"""
+
+
+def test_mypy_strict_resolves_the_cloudflare_modules_in_a_user_file(
+    wheel_venv: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "entry.py").write_text(USER_FILE)
+    (tmp_path / "wrong.py").write_text("from workers import Response\n\nn: int = Response('x')\n")
+    mypy = [sys.executable, "-m", "mypy", "--strict", "--no-incremental"]
+    mypy += ["--python-executable", str(wheel_venv / "bin" / "python")]
+    env = {k: v for k, v in os.environ.items() if k != "MYPYPATH"}
+    ok = subprocess.run(
+        [*mypy, "entry.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # The names have real types, not Any: a wrong use is reported.
+    wrong = subprocess.run(
+        [*mypy, "wrong.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+    )
+    expected = '(expression has type "Response", variable has type "int")'
+    assert wrong.returncode == 1 and expected in wrong.stdout, wrong.stdout
+
+
+# -- the pytest plugin runs async tests on its own ------------------------------------------------
+
+ASYNC_TESTS = """
+import asyncio
+
+from workers import DurableObject
+
+
+class Tally(DurableObject):
+    async def add(self):
+        n = (await self.ctx.storage.get("n") or 0) + 1
+        await self.ctx.storage.put("n", n)
+        return n
+
+
+async def test_passes(doemu_harness, doemu_clock):
+    h = await doemu_harness({"TALLY": Tally})
+    assert h.clock is doemu_clock
+    assert await h.env.TALLY.getByName("t").add() == 1
+    await asyncio.sleep(0)
+
+
+async def test_fails():
+    await asyncio.sleep(0)
+    raise AssertionError("an async failure is reported")
+"""
+
+INNER = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
+def test_async_tests_run_without_an_async_plugin(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(ASYNC_TESTS)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest(*INNER, "-p", "doemu.testing.plugin")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: an async failure is reported*"])
+
+
+@pytest.mark.parametrize("mode", ["strict", "auto"])
+def test_async_tests_run_beside_pytest_asyncio(pytester: pytest.Pytester, mode: str) -> None:
+    """Unmarked tests in strict mode run through doemu's plugin; in auto mode pytest-asyncio
+    runs them (either way they run, once)."""
+    pytester.makepyfile(ASYNC_TESTS)
+    result = pytester.runpytest(
+        *INNER, "-o", f"asyncio_mode={mode}", "-o", "asyncio_default_fixture_loop_scope=function"
+    )
+    result.assert_outcomes(passed=1, failed=1)
