@@ -286,7 +286,7 @@ async function renderAgent(o, names) {
     for (const [raw] of result.rows) {
       let message;
       try { message = JSON.parse(raw); } catch { message = { role: "?", parts: [] }; }
-      const parts = message.parts || [];
+      const parts = (message.parts || []).filter((p) => p.type !== "step-start");
       const text = parts.map((p) => p.type === "text" ? p.text : "[" + p.type + "]");
       transcript.append(el("li", { className: "message " + message.role },
         message.role + ": " + text.join(" ")));
