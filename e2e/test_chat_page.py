@@ -13,9 +13,7 @@ silently.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,37 +21,18 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from tests.polling import eventually_sync
 
+from .browser import WITHIN_MS
+from .browser import browser as browser  # the fixture: one Debian Chromium for the module
 from .harness import DevServer
 from .test_chat import _pythonpath
 from .test_chat import chat_project as chat_project  # the fixture: a private copy of the example
 
-CHROMIUM = os.environ.get("DOEMU_E2E_CHROMIUM", "/usr/bin/chromium")
 #: The scripted model's "slow" reply: 25 words, 100 ms apart (the page sends no ``delayMs``).
 WORDS = [f"w{i}" for i in range(25)]
-#: Generous: a reply takes ~2.5 s, a restart ~1 s; a deadline only bounds a failing test.
-WITHIN_MS = 15_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module (a launch costs ~1 s; pages are cheap)."""
-    path = shutil.which(CHROMIUM)
-    if path is None:
-        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium, or set DOEMU_E2E_CHROMIUM)"
-        if os.environ.get("DOEMU_E2E_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"DOEMU_E2E_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    expect.set_options(timeout=WITHIN_MS)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 #: Installed before the page's own script, on every load: ``window.chatFrames`` is every frame

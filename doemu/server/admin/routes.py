@@ -39,6 +39,7 @@ from ...persist import object_file
 from ...runtime import Runtime
 from .access import AccessControl, error_response
 from .events import EventStream
+from .inspector import InspectorGate
 from .openapi import OPENAPI
 
 __all__ = ["AdminRoutes", "build_starlette"]
@@ -138,6 +139,38 @@ class AdminRoutes:
         ns = self._namespace(_param(request, "binding"))
         return ns, ns.resolve(_param(request, "object"))
 
+    async def _existing(self, request: Request) -> tuple[Namespace, DurableObjectId]:
+        """:meth:`_address`, refused with 404 if that object never existed (see
+        :meth:`_require_existing`)."""
+        ns, object_id = self._address(request)
+        await self._require_existing(request, ns, object_id)
+        return ns, object_id
+
+    async def _require_existing(
+        self, request: Request, ns: Namespace, object_id: DurableObjectId
+    ) -> None:
+        """Refuse with 404 unless the object exists: it has a file (or, without one yet, it is
+        live, holds sockets or has an alarm), exactly the objects ``GET /objects`` lists.
+
+        Without this a typo in a name answered 200 with nothing in it (an empty KV,
+        ``"evicted": false``), which reads as "the object is empty" rather than "there is no such
+        object". Inspection and control never create an object; only write SQL does, because it
+        is an event delivered to the object, as a request to it would be.
+        """
+        hex_id = str(object_id)
+        host = ns.hosts.get(hex_id)
+        if host is not None and (host.live or len(host.sockets)):
+            return
+        if self.runtime.alarms.pending((ns.unique_key, hex_id)) is not None:
+            return
+        if await asyncio.to_thread(object_file(ns.kind.directory, hex_id).exists):
+            return
+        address = _param(request, "object")
+        named = hex_id if address.lower() == hex_id else f"{address!r} (id {hex_id})"
+        raise HttpError(
+            404, f"no object {named} in {ns.binding}: it was never created (no storage, not live)"
+        )
+
     async def _name_of(self, ns: Namespace, object_id: DurableObjectId) -> str | None:
         """The name an object was created from (an id in the URL does not carry it)."""
         host = ns.hosts.get(str(object_id))
@@ -202,7 +235,7 @@ class AdminRoutes:
         return JSONResponse(out)
 
     async def object_kv(self, request: Request) -> Response:
-        ns, object_id = self._address(request)
+        ns, object_id = await self._existing(request)
         rows = await read_kv(
             object_file(ns.kind.directory, str(object_id)),
             prefix=request.query_params.get("prefix", ""),
@@ -223,10 +256,11 @@ class AdminRoutes:
             raise HttpError(400, f"'params' must be a list, got {type(params).__name__}")
         if not isinstance(write, bool):
             raise HttpError(400, f"'write' must be true or false, got {json.dumps(write)}")
-        if write:
+        if write:  # an event of the object: creates it, as a request to it would
             return JSONResponse(await self._write_sql(ns, object_id, query, params))
+        await self._require_existing(request, ns, object_id)
         path = object_file(ns.kind.directory, str(object_id))
-        if not await asyncio.to_thread(path.exists):
+        if not await asyncio.to_thread(path.exists):  # live, but nothing written yet
             raise HttpError(404, f"object {object_id} of {ns.binding} has no storage yet")
         return JSONResponse(await read_sql(path, query, params))
 
@@ -248,28 +282,28 @@ class AdminRoutes:
         return result
 
     async def object_alarm(self, request: Request) -> Response:
-        ns, object_id = self._address(request)
+        ns, object_id = await self._existing(request)
         hex_id = str(object_id)
         pending = self.runtime.alarms.pending((ns.unique_key, hex_id))
         return JSONResponse({"id": hex_id, "scheduled_time": pending})
 
     # -- control -----------------------------------------------------------------------------------
     async def run_alarm(self, request: Request) -> Response:
-        ns, object_id = self._address(request)
+        ns, object_id = await self._existing(request)
         hex_id = str(object_id)
         if not await self.control.run_alarm(ns.binding, hex_id):
             raise HttpError(404, f"object {hex_id} of {ns.binding} has no pending alarm")
         return JSONResponse({"id": hex_id, "ran": True})
 
     async def evict(self, request: Request) -> Response:
-        ns, object_id = self._address(request)
+        ns, object_id = await self._existing(request)
         host = ns.hosts.get(str(object_id))
         was_live = host is not None and host.live
         await self.control.evict(ns.binding, str(object_id))
         return JSONResponse({"id": str(object_id), "evicted": was_live})
 
     async def reset(self, request: Request) -> Response:
-        ns, object_id = self._address(request)
+        ns, object_id = await self._existing(request)
         reason = "Durable Object reset through the doemu admin API."
         was_live = self.control.reset(ns.binding, str(object_id), reason)
         return JSONResponse({"id": str(object_id), "reset": was_live})
@@ -341,6 +375,10 @@ def build_starlette(runtime: Runtime, token: str | None) -> Starlette:
     """The admin API's routes, access control and JSON error handling as a Starlette app."""
     return Starlette(
         routes=AdminRoutes(runtime).routes(),
-        middleware=[Middleware(AccessControl, token=token)],
+        # The inspector page first: with a token it is served without one (see .inspector).
+        middleware=[
+            Middleware(InspectorGate, token=token),
+            Middleware(AccessControl, token=token),
+        ],
         exception_handlers={HTTPException: _http_error},
     )
