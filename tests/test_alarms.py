@@ -10,6 +10,7 @@ import pytest
 from workers import DurableObject
 
 from doemu.alarms import MAX_ALARM_RETRIES
+from doemu.clock import SystemClock
 from doemu.control import RuntimeControl
 from doemu.errors import AlarmError
 from doemu.testing.plugin import HarnessFactory
@@ -222,6 +223,18 @@ async def test_run_alarm_now_delivers_a_future_alarm(doemu_harness: HarnessFacto
     assert await stub.fired() == 1
     assert await stub.get_alarm() is None
     assert await h.run_alarm("ALARMED", "run-now") is False
+
+
+async def test_run_now_at_power_durability_delivers_once(doemu_harness: HarnessFactory) -> None:
+    """At power durability the commit that brings the alarm forward is mirrored after its fsync:
+    its timer comes due at once and must not start a second delivery beside run-now's."""
+    h = await doemu_harness({"ALARMED": Alarmed}, clock=SystemClock(), durability="power")
+    stub = h.env.ALARMED.getByName("run-now-power")
+    await stub.arm(h.clock.now() + 3_600_000)
+    assert await h.run_alarm("ALARMED", "run-now-power") is True
+    await h.runtime.alarms.idle()
+    assert await stub.fired() == 1
+    assert len(CALLS["run-now-power"]) == 1
 
 
 class Aborting(DurableObject):

@@ -189,6 +189,18 @@ class AlarmScheduler:
             self._start_due()
             self._arm()
 
+    def start_now(self, key: AlarmKey, when: float) -> asyncio.Task[None]:
+        """Deliver ``key``'s alarm now (an admin "run now"), tracked like any delivery: a timer
+        that comes due for the same key meanwhile — the commit that brought the alarm forward is
+        mirrored after an fsync at power durability — waits for it instead of running the
+        handler a second time; one the timer already started *is* the delivery asked for."""
+        self._due.pop(key, None)
+        running = self._running.get(key)
+        if running is None:
+            self._start(key, when)
+            running = self._running[key]
+        return running
+
     def running_task(self, key: AlarmKey) -> asyncio.Task[None] | None:
         """The delivery of ``key`` in progress, if any."""
         return self._running.get(key)

@@ -374,9 +374,8 @@ class AlarmService:
                 storage.set_alarm_internal(now)
 
             await target.call("admin", bring_forward)
-            self._scheduler.cancel(key)
             pending = now
-        await self._deliver(key, pending)
+        await self._scheduler.start_now(key, pending)
         return True
 
     # -- lifecycle ---------------------------------------------------------------------------------
