@@ -96,6 +96,14 @@ async def test_the_page_is_served_with_a_strict_policy(admin: Admin) -> None:
     assert (head.status_code, head.content) == (200, b"")
 
 
+async def test_slash_doemu_redirects_to_the_page(admin: Admin) -> None:
+    """``/__doemu/`` (where people look for it) is the inspector, not the user's worker."""
+    for path in ("/__doemu", "/__doemu/"):
+        response = await admin.http.get(path)
+        assert response.status_code == 307, path
+        assert response.headers["location"] == f"{API}/"
+
+
 async def test_the_page_follows_the_apis_loopback_rules(admin: Admin) -> None:
     async with client(admin.app, host="10.0.0.7") as remote:
         response = await remote.get(f"{API}/")

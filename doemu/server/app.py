@@ -40,6 +40,23 @@ from .transfer import RequestBody, read_request_body, send_response
 
 __all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
 
+#: Where people look for the inspector; both redirect to the page at ``/__doemu/api/``.
+_INSPECTOR_ALIASES = frozenset({"/__doemu", "/__doemu/"})
+
+
+async def _redirect(send: Send, location: str) -> None:
+    """A bare 307 (the page derives the API's address from its own URL; a ``#token=`` fragment
+    survives the redirect in browsers)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 307,
+            "headers": [(b"location", location.encode()), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
+
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -103,6 +120,9 @@ class DoemuApp:
         kind = scope["type"]
         if kind == "http":
             path: str = scope["path"]
+            if path in _INSPECTOR_ALIASES:  # the inspector page lives with the API it reads
+                await _redirect(send, scope.get("root_path", "") + ADMIN_PREFIX + "/")
+                return
             if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
                 child = dict(scope)
                 child["root_path"] = scope.get("root_path", "") + ADMIN_PREFIX
