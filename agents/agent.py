@@ -34,6 +34,7 @@ from .fibers.recovery import FiberRecovery
 from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
+from .observability import Observability, generic_observability
 from .options import AgentOptions
 from .queue import Queue, QueueItem
 from .retry import RetrySpec
@@ -66,6 +67,8 @@ class Agent(DurableObject):
     objects: a subclass must not reuse these names."""
 
     options: ClassVar[AgentOptions] = AgentOptions()
+    #: Where this agent's events go (:mod:`agents.observability`); None: nowhere.
+    observability: ClassVar[Observability | None] = generic_observability
     #: The state an agent starts with (``None``: no initial state). Copied, never shared.
     initial_state: ClassVar[Any] = None
 
@@ -101,6 +104,26 @@ class Agent(DurableObject):
     async def on_error(self, error: BaseException, context: Any = None) -> None:
         """Called when framework-run user code fails (schedules, queue, connections)."""
         _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
+
+    def _emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
+        """An observability event, as the SDK's ``_emit``: ``{type, agent, name, payload,
+        timestamp}`` to :attr:`observability` (``None`` silences the agent)."""
+        observability = self.observability
+        if observability is None:
+            return
+        try:
+            name = self.name
+        except Exception:  # no name yet (an id-only object): the id stands in
+            name = str(self.ctx.id)
+        observability.emit(
+            {
+                "type": event_type,
+                "agent": type(self).__name__,
+                "name": name,
+                "payload": payload or {},
+                "timestamp": self._core.now(),
+            }
+        )
 
     @property
     def name(self) -> str:

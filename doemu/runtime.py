@@ -40,6 +40,7 @@ from .objects import (
     ObjectHost,
     current_host,
 )
+from .objects.agent_events import install_agent_event_bridge
 from .objects.services import Evictable
 from .persist import namespace_dir, unique_key
 from .storage import ObjectStorage, StorageLimits
@@ -225,6 +226,7 @@ class Runtime:
         set_env(self._env)
         set_wait_until(self._wait_until)
         set_output_gate(self._output_gate)
+        install_agent_event_bridge()
         await self.alarms.restore()
         if not hold_alarms:
             self.release_alarms()

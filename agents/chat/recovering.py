@@ -38,6 +38,7 @@ from .recovery import (
     CHAT_LAST_TERMINAL_KEY,
     CHAT_RECOVERING_KEY,
     CHAT_RECOVERY_PROGRESS_KEY,
+    EVENT_EXHAUSTED,
     REASON_AWAITING_CLIENT_INTERACTION,
     REASON_CONTINUE_DISABLED,
     REASON_STABLE_TIMEOUT,
@@ -247,7 +248,7 @@ class TurnRecovery:
         agent = self._agent
         text, parts, stream_id = partial
         for event in events:
-            _log.info("agent %s: %s %s", agent.name, event.type, event.payload)
+            agent._emit(event.type, dict(event.payload))
         if exhausted:
             finalize()
             await self._exhaust(incident, text, parts, stream_id)
@@ -282,6 +283,8 @@ class TurnRecovery:
             return
         scheduled = transition_incident(incident, "scheduled", recovery_kind=identity.recovery_kind)
         self._write(scheduled.incident, identity.incident_id)
+        for event in scheduled.events:
+            agent._emit(event.type, dict(event.payload))
         self._recovering(True, identity.root_request_id)
         await agent.schedule(
             0,
@@ -382,7 +385,7 @@ class TurnRecovery:
         moved = transition_incident(incident, status, reason=reason)
         self._write(moved.incident, incident.incident_id)
         for event in moved.events:
-            _log.info("agent %s: %s %s", self._agent.name, event.type, event.payload)
+            self._agent._emit(event.type, dict(event.payload))
         if moved.recovering is False:
             self._recovering(False, incident.root_request_id)
 
@@ -435,6 +438,7 @@ class TurnRecovery:
             incident.root_request_id,
             context.reason,
         )
+        agent._emit(EVENT_EXHAUSTED, context.to_json())
         if config.on_exhausted is not None:
             try:
                 result = config.on_exhausted(context)

@@ -258,6 +258,10 @@ class TurnRunner:
             result.update(status="error", error=builder.error_text)
             return result
         if watchdog.stalled:  # the upstream went quiet: kept as it is, recovered within budget
+            agent._emit(
+                "chat:stream:stalled",
+                {"requestId": spec.request_id, "timeoutMs": agent.chat_stream_stall_timeout_ms},
+            )
             streams.finish("recovering")
             agent._chat_resume.finished()
             self._keep(spec, builder)

@@ -53,6 +53,8 @@ class AgentHost(Protocol):
 
     def on_error(self, error: BaseException, context: Any = None) -> Any: ...
 
+    def _emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None: ...
+
 
 class WakeupSource(Protocol):
     """A feature with work on the alarm: when does it next need the object awake?"""
@@ -99,6 +101,11 @@ class Core(Protocol):
         """Set the alarm to the earliest wake-up now, or delete it when nothing is pending."""
         ...
 
+    def emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
+        """An observability event of the agent's (``fiber:run:started``…; see
+        :mod:`agents.observability`)."""
+        ...
+
     def schedule_next_alarm_soon(self) -> None:
         """:meth:`schedule_next_alarm` once the agent has started (before that, ``_start`` does)."""
         ...
@@ -130,6 +137,9 @@ class AgentCore:
 
     def wait_until(self, task: asyncio.Future[Any]) -> None:
         self._ctx.waitUntil(task)
+
+    def emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
+        self._host._emit(event_type, payload)
 
     async def report(self, error: BaseException, context: Any) -> None:
         """As the SDK does: a broken error hook must not stop the queue, schedules or sockets."""

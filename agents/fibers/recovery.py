@@ -237,9 +237,18 @@ class FiberRecovery:
             created_at=created_at,
             attempt=attempts,
         )
+        payload = {"fiberId": ctx.id, "fiberName": ctx.name, "attempt": attempts}
+        if attempts == 1:
+            elapsed = {"elapsedMs": core.now() - created_at}
+            core.emit("fiber:recovery:detected", {**payload, **elapsed})
+            core.emit(
+                "fiber:run:interrupted",
+                {**payload, "managed": False, "recoveryReason": "interrupted", **elapsed},
+            )
         try:
             await self._call_hook(ctx)
         except Exception as exc:
+            core.emit("fiber:recovery:failed", {**payload, "error": str(exc)})
             now = core.now()
             max_age = options.fiber_recovery_max_age_ms
             if max_age > 0 and now >= created_at + max_age:
@@ -280,6 +289,7 @@ class FiberRecovery:
                 repr(exc),
             )
             return
+        core.emit("fiber:recovery:handled", payload)
         self._retire(ctx.id)
 
     def _retire(self, fiber_id: str) -> None:

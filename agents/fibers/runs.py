@@ -194,10 +194,15 @@ class FiberRuns:
         cancelled: asyncio.CancelledError | None = None
         abandoned = False
         outcome: BaseException | None = None
+        core = self._core
+        started = core.now()
+        identity = {"fiberId": run.id, "fiberName": run.name, "managed": run.managed}
+        core.emit("fiber:run:started", identity)
         try:
             result: Any = fn(run.ctx)  # a plain function is accepted too
             if inspect.isawaitable(result):
                 result = await result
+            core.emit("fiber:run:completed", {**identity, "elapsedMs": core.now() - started})
             return cast(T, result)
         except asyncio.CancelledError as exc:
             cancelled = exc
@@ -207,6 +212,10 @@ class FiberRuns:
             raise
         except BaseException as exc:
             outcome = exc
+            core.emit(
+                "fiber:run:failed",
+                {**identity, "error": str(exc), "elapsedMs": core.now() - started},
+            )
             raise
         finally:
             self._runs.pop(run.id, None)

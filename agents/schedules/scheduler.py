@@ -182,6 +182,7 @@ class Scheduler:
             to_json(retry_json) if retry_json else None,
         )
         core.schedule_next_alarm_soon()
+        core.emit("schedule:create", {"callback": callback, "id": schedule_id})
         return Schedule(
             id=schedule_id,
             callback=callback,
@@ -265,6 +266,7 @@ class Scheduler:
             return False
         core.sql("DELETE FROM cf_agents_schedules WHERE id = ?", id)
         core.schedule_next_alarm_soon()
+        core.emit("schedule:cancel", {"id": id})
         return True
 
     # -- the alarm's share ------------------------------------------------------------------------
@@ -351,6 +353,7 @@ class Scheduler:
                 schedule,
             )
             return
+        core.emit("schedule:execute", {"callback": schedule.callback, "id": schedule.id})
         await run_callback(
             core,
             host,
