@@ -36,22 +36,28 @@ const chat = new URLSearchParams(location.search).get("chat") || "demo";
 const base = `/agents/chat-agent/${encodeURIComponent(chat)}`;
 const pk = crypto.randomUUID();
 const log = document.getElementById("log"), status = document.getElementById("status");
-let messages = [], active = null, text = "", replyId = null, failure = null;
+let messages = [], active = null, text = "", replyId = null, failure = null, continuing = false;
+
+function textOf(m) {
+  return (m.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("");
+}
 
 function render() {
   // A replayed reply can already be in the transcript (a turn cut by a crash keeps its partial):
   // while it streams, the live line stands for it, so it is never shown twice.
-  const shown = active ? messages.filter((m) => m.id !== replyId) : messages;
+  const last = messages.filter((m) => m.role === "assistant").pop();
+  const hidden = continuing && last ? last.id : replyId;
+  const shown = active ? messages.filter((m) => m.id !== hidden) : messages;
   log.replaceChildren(...shown.map((m) => {
     const div = document.createElement("div");
     div.className = m.role;
-    div.textContent = (m.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("");
+    div.textContent = textOf(m);
     return div;
   }));
   if (active) {
     const div = document.createElement("div");
     div.className = "assistant";
-    div.textContent = text + " …";
+    div.textContent = (continuing && last ? textOf(last) : "") + text + " …";
     log.append(div);
   }
   if (failure) {  // not in the transcript: kept on screen until the next send or clear
@@ -83,12 +89,17 @@ ws.onmessage = (event) => {
     if (frame.error) {
       failure = frame.body; render();
     } else if (frame.body) {
+      if (!active) { active = frame.id; text = ""; replyId = null; }  // a turn we did not send
+      if (frame.id !== active) return;
+      // A continuation (recovery picking a cut reply up) extends the last assistant message:
+      // the live line stands for it, its stored words then the new ones.
+      if (frame.continuation) continuing = true;
       const chunk = JSON.parse(frame.body);
-      if (chunk.type === "start") replyId = chunk.messageId;
+      if (chunk.type === "start") replyId = chunk.messageId || null;
       if (chunk.type === "text-delta") { text += chunk.delta; render(); }
     }
     if (frame.done) {
-      active = null;
+      active = null; continuing = false;
       fetch(`${base}/get-messages`).then((r) => r.json()).then((m) => { messages = m; render(); });
     }
   }
@@ -101,7 +112,8 @@ document.getElementById("form").onsubmit = (event) => {
   const id = crypto.randomUUID().slice(0, 8);
   const parts = [{ type: "text", text: input.value }];
   messages.push({ id: crypto.randomUUID(), role: "user", parts });
-  active = id; text = ""; replyId = null; failure = null; input.value = ""; render();
+  active = id; text = ""; replyId = null; failure = null; continuing = false;
+  input.value = ""; render();
   ws.send(JSON.stringify({ id, type: "cf_agent_use_chat_request",
     init: { method: "POST", body: JSON.stringify({ messages, trigger: "submit-message" }) } }));
 };
