@@ -97,6 +97,10 @@ class Agent(DurableObject):
         self._core.started = True
         self._queue.resume()
         self._core.schedule_next_alarm()
+        self._after_start()
+
+    def _after_start(self) -> None:
+        """Framework hook: the activation has started (work a subclass resumes by itself)."""
 
     async def on_start(self) -> None:
         """Called once per activation, before any other event, after fiber recovery."""

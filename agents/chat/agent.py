@@ -58,6 +58,8 @@ from .store import MessageStore, RequestContext
 from .store import create_tables as create_message_tables
 from .streams import ResumableStreams
 from .streams import create_tables as create_stream_tables
+from .submissions import Submissions
+from .submissions import create_tables as create_submission_tables
 from .turn import ChatMessageOptions, TurnRunner, TurnSpec, new_request_id
 from .turns import (
     SubmitPolicy,
@@ -103,6 +105,7 @@ class AIChatAgent(Agent):
         sql = ctx.storage.sql
         create_message_tables(sql)
         create_stream_tables(sql)
+        create_submission_tables(sql)
         self._chat_store = MessageStore(sql)
         self._chat_store.load()
         self._chat_context = RequestContext(sql)
@@ -118,6 +121,7 @@ class AIChatAgent(Agent):
             self._chat_streams, self._chat_queue, self._chat_terminal_record
         )
         self._chat_runner = TurnRunner(self)
+        self._chat_submissions = Submissions(self)
         config = resolve_chat_recovery(self.chat_recovery)  # a property may bind hooks
         self._chat_recovery = TurnRecovery(self, config) if config is not None else None
         if self._chat_recovery is not None:
@@ -206,6 +210,49 @@ class AIChatAgent(Agent):
             client_tools=self._chat_context.last_client_tools,
         )
         return await self._chat_enqueue(spec)
+
+    # -- durable submissions (agents.chat.submissions) ------------------------------------------
+    async def submit_messages(
+        self,
+        messages: Iterable[UIMessage],
+        *,
+        submission_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: Any = None,
+    ) -> dict[str, Any]:
+        """Hand ``messages`` to the agent to answer in order, durably: ``{submissionId,
+        accepted, status…}`` at once (``accepted: False`` when ``idempotency_key`` was seen)."""
+        return self._chat_submissions.submit(
+            messages,
+            submission_id=submission_id,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+        )
+
+    def inspect_submission(self, submission_id: str) -> dict[str, Any] | None:
+        return self._chat_submissions.inspect(submission_id)
+
+    def list_submissions(self, status: str | None = None, limit: int = 100) -> list[Any]:
+        return self._chat_submissions.list(status, limit)
+
+    def cancel_submission(self, submission_id: str) -> bool:
+        return self._chat_submissions.cancel(submission_id)
+
+    def delete_submissions(
+        self, status: str | None = None, completed_before: float | None = None
+    ) -> int:
+        return self._chat_submissions.delete(status, completed_before)
+
+    def _after_start(self) -> None:
+        if self._chat_submissions.has_work():  # left by an earlier activation: answer them
+            self.ctx.waitUntil(self._chat_submissions.drain())
+
+    def _chat_recovering(self) -> bool:
+        """Whether a recovery of an interrupted turn is under way (its flag is set)."""
+        if self._chat_recovery is None:
+            return False
+        record = self.ctx.storage.kv.get(CHAT_RECOVERING_KEY)
+        return recovering_flag_active(record, int(self._core.now()))
 
     def has_pending_interaction(self) -> bool:
         """Whether an assistant message — stored, or the one a turn is streaming — waits for
@@ -412,6 +459,7 @@ class AIChatAgent(Agent):
             abort.set()
         self._chat_store.clear()
         self._chat_streams.clear_all()
+        self._chat_submissions.skip_pending()
         self.ctx.storage.kv.delete(CHAT_LAST_TERMINAL_KEY)
         self._chat_context.clear()
         self._chat_resume.clear()
