@@ -1,7 +1,7 @@
 """The import finishes, whatever happens to the process. Run with chaos to prove it:
 
-    pytest                                                  # all three agents pass
-    pytest --doemu-chaos-reset=0.2 --doemu-chaos-seed=1     # only Importer passes
+pytest                                                  # all three agents pass
+pytest --doemu-chaos-reset=0.2 --doemu-chaos-seed=1     # only Importer passes
 """
 
 import pytest
