@@ -99,6 +99,9 @@ class ObjectHost:
         # Eviction bookkeeping (owned by doemu.objects.eviction).
         self.idle_deadline: float | None = None
         self.in_idle_heap = False
+        #: A test hook (doemu.testing's chaos mode sets it at activation): wraps each event's
+        #: awaitable so a reset can be injected at its awaits. None outside chaos tests.
+        self.interpose: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None
 
     # -- introspection ----------------------------------------------------------------------
     @property
@@ -197,6 +200,8 @@ class ObjectHost:
             storage = self.storage
             result = fn(self.instance)
             if inspect.isawaitable(result):
+                if self.interpose is not None:
+                    result = self.interpose(result)
                 result = await result
         except asyncio.CancelledError:
             reset = self._reset_reason.pop(task, None)

@@ -24,6 +24,7 @@ from ..config import Durability
 from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
+from .chaos import ChaosRuntime, ChaosSettings, ChaosStats
 
 __all__ = ["WorkerHarness"]
 
@@ -36,6 +37,10 @@ class WorkerHarness:
     otherwise. Time stands still (a :class:`ManualClock`) unless ``clock`` is given. Commits
     are durable against a process crash unless ``durability="power"`` (as ``doemu dev`` runs by
     default: each commit fsynced before its output leaves).
+
+    ``chaos`` (a :class:`~doemu.testing.chaos.ChaosSettings`, which pytest's ``--doemu-chaos``
+    passes) evicts every object after every event and may reset it at awaits, drawing from
+    ``chaos_rng``; without it the runtime is a plain :class:`Runtime`.
     """
 
     def __init__(
@@ -52,6 +57,8 @@ class WorkerHarness:
         limits: StorageLimits | None = None,
         seed: int = 0,
         durability: Durability = "process",
+        chaos: ChaosSettings | None = None,
+        chaos_rng: random.Random | None = None,
     ) -> None:
         self.persist_dir = Path(persist_dir)
         self.worker_name = worker_name
@@ -68,6 +75,11 @@ class WorkerHarness:
         #: ``process`` by default (tests want speed); ``power`` fsyncs as ``doemu dev`` does.
         self.durability: Durability = durability
         self._rng = random.Random(seed)
+        #: Chaos mode (see :mod:`doemu.testing.chaos`); None: a plain runtime, as always.
+        self.chaos = chaos
+        #: What chaos did so far, over every runtime of this harness (restarts included).
+        self.chaos_stats = ChaosStats()
+        self._chaos_rng = chaos_rng or (chaos.rng_for(worker_name) if chaos else None)
         self.runtime = self._new_runtime()
         self.control = RuntimeControl(self.runtime)
         #: The event loop that started the harness (None before :meth:`start`).
@@ -100,18 +112,24 @@ class WorkerHarness:
         )
 
     def _new_runtime(self) -> Runtime:
-        return Runtime(
-            worker_name=self.worker_name,
-            classes=self._classes,
-            bindings=self._bindings,
-            persist_dir=self.persist_dir,
-            vars=self._vars,
-            clock=self.clock,
-            idle_timeout=self._idle_timeout,
-            max_live_objects=self._max_live,
-            limits=self._limits,
-            rng=self._rng,
-            durability=self.durability,
+        options: dict[str, Any] = {
+            "worker_name": self.worker_name,
+            "classes": self._classes,
+            "bindings": self._bindings,
+            "persist_dir": self.persist_dir,
+            "vars": self._vars,
+            "clock": self.clock,
+            "idle_timeout": self._idle_timeout,
+            "max_live_objects": self._max_live,
+            "limits": self._limits,
+            "rng": self._rng,
+            "durability": self.durability,
+        }
+        if self.chaos is None:
+            return Runtime(**options)  # chaos off: exactly the runtime doemu dev runs
+        assert self._chaos_rng is not None
+        return ChaosRuntime(
+            chaos=self.chaos, chaos_rng=self._chaos_rng, stats=self.chaos_stats, **options
         )
 
     # -- lifecycle ----------------------------------------------------------------------------
