@@ -286,3 +286,77 @@ async def test_a_stalled_reply_is_recovered_until_its_budget_runs_out(
     assert text_of(stored[1]).split() == ["one"] * 4  # every continuation in the same message
     await h.advance(60_000)
     assert len(StallsEveryTime.exhausted) == 1
+
+
+class Stalls(StallsEveryTime):
+    """A provider that never sends a byte (so no stored progress) under a config chosen by the
+    test. (One that sends a little before stalling stores it on every stall: that is progress,
+    which resets the attempt count and the no-progress clock; its bound is ``max_attempts``
+    through the transient retries, as the test above shows.)"""
+
+    config: ClassVar[Any] = None
+
+    @property  # type: ignore[override]
+    def chat_recovery(self) -> Any:
+        return Stalls.config
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        async def chunks() -> Any:
+            await asyncio.Event().wait()
+            yield {"type": "start"}
+
+        return chunks()
+
+
+async def _stall_until_exhausted(h: Any, a: Any, *, step_ms: float) -> None:
+    for stall in range(1, 8):
+        await h.advance(step_ms)
+        await eventually(
+            lambda n=stall: len(_recovering_frames(a)) >= n or StallsEveryTime.exhausted,  # type: ignore[misc]
+            what=f"stall {stall} handled",
+        )
+        if StallsEveryTime.exhausted:
+            return
+    raise AssertionError("never exhausted")
+
+
+def _recovering_frames(a: Any) -> list[dict[str, Any]]:
+    return [
+        f
+        for f in a.of("cf_agent_use_chat_response")
+        if f["done"] and f.get("outcome") == "recovering"
+    ]
+
+
+async def test_should_keep_recovering_false_ends_recovery_from_the_second_attempt(
+    doemu_harness: HarnessFactory,
+) -> None:
+    asked: list[Any] = []
+    StallsEveryTime.exhausted = []
+    Stalls.config = ChatRecoveryConfig(
+        should_keep_recovering=lambda ctx: asked.append(ctx) or False,
+        on_exhausted=lambda ctx: StallsEveryTime.exhausted.append(ctx),
+    )
+    h = await doemu_harness({"CHAT": Stalls})
+    a = await connect(h.env.CHAT.getByName("room"), "a")
+    a.send(request("r1", "hi", "u1"))
+    await _stall_until_exhausted(h, a, step_ms=31_000)  # past the 30 s debounce: new attempts
+    (ended,) = StallsEveryTime.exhausted
+    assert ended.reason == "recovery_aborted"
+    assert len(asked) == 1 and asked[0].attempt == 2  # never asked on the first attempt
+    assert len(_recovering_frames(a)) == 2
+
+
+async def test_no_progress_for_too_long_ends_recovery(doemu_harness: HarnessFactory) -> None:
+    StallsEveryTime.exhausted = []
+    Stalls.config = ChatRecoveryConfig(
+        no_progress_timeout_ms=5_000,
+        on_exhausted=lambda ctx: StallsEveryTime.exhausted.append(ctx),
+    )
+    h = await doemu_harness({"CHAT": Stalls})
+    a = await connect(h.env.CHAT.getByName("room"), "a")
+    a.send(request("r1", "hi", "u1"))
+    await _stall_until_exhausted(h, a, step_ms=6_000)  # 6 s between stalls, nothing stored
+    (ended,) = StallsEveryTime.exhausted
+    assert ended.reason == "no_progress_timeout"
+    assert len(_recovering_frames(a)) == 2
