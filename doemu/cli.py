@@ -418,7 +418,15 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
 @click.option(
     "--write", is_flag=True, help="Allow writes (runs inside the object).  [default: read-only]"
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON answer.  [default: a table]")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["auto", "table", "json"]),
+    default="auto",
+    show_default=True,
+    help="table: aligned columns; json: the API's answer; auto: a table on a terminal, JSON "
+    "when piped (scripts keep parsing it).",
+)
 @click.argument("binding")
 @click.argument("name")
 @click.argument("query")
@@ -429,7 +437,7 @@ def sql(
     admin_token: str | None,
     persist_to: str | None,
     write: bool,
-    as_json: bool,
+    output: str,
     binding: str,
     name: str,
     query: str,
@@ -453,10 +461,20 @@ def sql(
             result = read_only_sql(file, query, f"{binding}/{name}")
         except DoemuError as exc:
             _fail(str(exc))
-    if as_json or not isinstance(result, dict) or "columns" not in result:
+    if output == "auto":
+        output = "table" if _stdout_is_terminal() else "json"
+    if output == "json" or not isinstance(result, dict) or "columns" not in result:
         _echo_json(result)
         return
     _echo_table(result["columns"], result.get("rows") or [])
+
+
+def _stdout_is_terminal() -> bool:
+    stream = click.get_text_stream("stdout")
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _cell(value: Any) -> str:
