@@ -87,9 +87,17 @@ class LineFormatter(logging.Formatter):
         super().__init__("%(message)s")
         self.colour = colour
 
+    _second = -1
+    _when = ""
+
     def format(self, record: logging.LogRecord) -> str:
-        message = super().format(record)
-        when = time.strftime("%H:%M:%S", time.localtime(record.created))
+        message = record.getMessage()
+        if record.exc_info or record.stack_info:
+            message = super().format(record)
+        second = int(record.created)
+        if second != self._second:  # strftime once a second, not once a line
+            self._second, self._when = second, time.strftime("%H:%M:%S", time.localtime(second))
+        when = self._when
         level = record.levelname
         padded = f"{_SHORT_LEVELS.get(level, level):<5}"
         if not self.colour:
@@ -186,8 +194,12 @@ class AccessLog:
                 self._line(level, method, target, state.get("status", 500), start)
 
     def _line(self, level: int, method: str, target: str, status: int, start: float) -> None:
-        if self.logger.isEnabledFor(level):
+        """Log the request; the record is made directly (no caller lookup: a third of the cost)."""
+        logger = self.logger
+        if logger.isEnabledFor(level):
             ms = (time.perf_counter() - start) * 1000.0
-            self.logger.log(
-                level, "%s %s %d %.1f ms", method, target, status, ms, extra={"status": status}
-            )
+            record = logger.makeRecord(
+                logger.name, level, __file__, 0, "%s %s %d %.1f ms", (method, target, status, ms),
+                None, extra={"status": status},
+            )  # fmt: skip
+            logger.handle(record)
