@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from urllib.parse import quote, urlencode
 
 import click
@@ -470,8 +470,9 @@ def sql(
 
 
 def _stdout_is_terminal() -> bool:
-    stream = click.get_text_stream("stdout")
+    """Whether stdout is a terminal (a pipe gets JSON, which scripts already parse)."""
     try:
+        stream: TextIO = click.get_text_stream("stdout")
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
