@@ -19,10 +19,11 @@ import json
 import logging
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote, urlencode
 
 import click
@@ -472,8 +473,7 @@ def sql(
 def _stdout_is_terminal() -> bool:
     """Whether stdout is a terminal (a pipe gets JSON, which scripts already parse)."""
     try:
-        stream: TextIO = click.get_text_stream("stdout")
-        return stream.isatty()
+        return sys.stdout.isatty()
     except (AttributeError, ValueError):
         return False
 
