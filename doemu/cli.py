@@ -16,8 +16,10 @@ inside those commands, never on the way to ``doemu dev`` serving.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ import click
 
 from . import __version__
 from .config import (
+    CLOCKS,
     DURABILITY_LEVELS,
     LOOPS,
     DoemuSettings,
@@ -36,10 +39,19 @@ from .config import (
     display_path,
     find_pyproject,
     load_config,
+    parse_var_options,
     resolve_settings,
+    resolve_vars,
 )
 from .errors import DoemuError
-from .server.devserver import http_url, load_worker, run, run_with_reload, setup_logging
+from .server.devserver import (
+    browsable_url,
+    load_worker,
+    read_server_record,
+    run,
+    run_with_reload,
+    setup_logging,
+)
 
 if TYPE_CHECKING:
     from .server.admin.client import AdminClient
@@ -51,18 +63,29 @@ _CONFIG = click.option(
     "-c",
     type=click.Path(path_type=Path),
     default=None,
-    help="wrangler.toml / wrangler.jsonc (default: found in the current directory).",
+    help="wrangler.toml / wrangler.jsonc.  [default: the nearest one from the current directory]",
 )
-_PERSIST_TO_HELP = "Where object files live.  [default: .doemu/state]"
+_ENV = click.option(
+    "--env",
+    "-e",
+    "env_name",
+    default=None,
+    metavar="NAME",
+    help="Use the config's [env.NAME] section (its vars and bindings; the Worker is named "
+    "<name>-NAME).  [default: the top level]",
+)
+# A plain string, not click.Path(path_type=Path): Path("") is ".", and an empty --persist-to
+# must be refused rather than persist into the current folder.
+_PERSIST_TO_HELP = "Where object files live (a directory).  [default: .doemu/state]"
 
 
 def _fail(message: str) -> NoReturn:
     raise click.ClickException(message)
 
 
-def _load(config_path: Path | None) -> WorkerConfig:
+def _load(config_path: Path | None, env: str | None = None) -> WorkerConfig:
     try:
-        config = load_config(config_path)
+        config = load_config(config_path, env=env)
     except DoemuError as exc:
         _fail(str(exc))
     for warning in config.warnings:
@@ -86,13 +109,25 @@ def main() -> None:
 # ------------------------------------------------------------------------------------------- dev
 @main.command()
 @_CONFIG
-@click.option("--host", default=None, help="Interface to bind.  [default: 127.0.0.1]")
+@_ENV
+@click.option(
+    "--var",
+    "vars_",
+    multiple=True,
+    metavar="KEY:VALUE",
+    help="Set env.KEY (repeatable); overrides [vars] and .dev.vars.  [default: none]",
+)
+@click.option(
+    "--host",
+    default=None,
+    help="Interface to bind (0.0.0.0: every interface).  [default: 127.0.0.1]",
+)
 @click.option("--port", type=int, default=None, help="Port (0 picks a free one).  [default: 8787]")
-@click.option("--persist-to", type=click.Path(path_type=Path), default=None, help=_PERSIST_TO_HELP)
+@click.option("--persist-to", default=None, help=_PERSIST_TO_HELP)
 @click.option(
     "--persist/--no-persist",
     default=None,
-    help="--no-persist uses a temporary directory removed on exit.",
+    help="--no-persist uses a temporary directory removed on exit.  [default: --persist]",
 )
 @click.option(
     "--durability",
@@ -104,24 +139,33 @@ def main() -> None:
 @click.option(
     "--idle-timeout",
     default=None,
-    help="Idle seconds before eviction: a range like 70-140, or one value.",
+    help="Idle seconds before eviction: a range like 70-140, or one value.  [default: 70-140]",
 )
-@click.option("--reload/--no-reload", default=None, help="Restart when sources change.")
+@click.option(
+    "--reload/--no-reload",
+    default=None,
+    help="Restart when sources change; a Worker that fails to import waits for the fix.  "
+    "[default: --no-reload]",
+)
 @click.option(
     "--log-level",
     default=None,
     type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"]),
+    help="info logs one line per request; warning silences it; trace adds the libraries'.  "
+    "[default: info]",
 )
 @click.option(
     "--admin-token",
     default=None,
-    help="Require this bearer token on the admin API (and allow non-loopback).",
+    help="Require this bearer token on the admin API (and allow non-loopback).  "
+    "[default: none: loopback only]",
 )
 @click.option(
     "--limits",
     default=None,
     type=click.Choice(["local", "production"]),
-    help="Storage limits: none (local, like workerd) or Cloudflare's production ones.",
+    help="Storage limits: none (local, like workerd) or Cloudflare's production ones.  "
+    "[default: local]",
 )
 @click.option(
     "--max-live-objects",
@@ -135,16 +179,58 @@ def main() -> None:
     type=click.Choice(LOOPS),
     help="Event loop: uvloop when installed (auto), or asyncio.  [default: auto]",
 )
+@click.option(
+    "--clock",
+    default=None,
+    type=click.Choice(CLOCKS),
+    help="manual: time stands still until POST /__doemu/api/clock moves it (step through "
+    "alarms by hand).  [default: real]",
+)
 @click.option("--reload-child", is_flag=True, hidden=True)  # set by --reload for its child
-def dev(config: Path | None, reload_child: bool, **flags: Any) -> None:
-    """Serve the worker's Durable Objects over HTTP and WebSocket."""
-    worker = _load(config)
+def dev(
+    config: Path | None,
+    env_name: str | None,
+    vars_: tuple[str, ...],
+    reload_child: bool,
+    **flags: Any,
+) -> None:
+    """Serve the worker's Durable Objects over HTTP and WebSocket.
+
+    Variables: [vars], then .dev.vars next to the config (dotenv secrets, never printed), then
+    --var KEY:VALUE.
+    """
+    try:
+        _dev(config, env_name, vars_, reload_child, flags)
+    except click.ClickException as exc:
+        if not reload_child:
+            raise
+        # Under --reload the parent keeps watching: say so, or the user waits for nothing.
+        exc.show()
+        logging.getLogger("doemu.reload").warning(
+            "the server is not running; it restarts when you save a fix"
+        )
+        raise SystemExit(1) from None
+
+
+def _dev(
+    config: Path | None,
+    env_name: str | None,
+    vars_: tuple[str, ...],
+    reload_child: bool,
+    flags: dict[str, Any],
+) -> None:
+    worker = _load(config, env_name)
     settings = _settings(worker, flags)
     setup_logging(settings.log_level)
+    try:
+        cli_vars = parse_var_options(vars_)
+        dev_vars = resolve_vars(worker, cli_vars)
+    except DoemuError as exc:
+        _fail(str(exc))
     if settings.reload:
-        run_with_reload(worker, settings)
+        run_with_reload(worker, settings, cli_vars)
         return
-    run(worker, settings, force_on_second_signal=not reload_child)
+    run(worker, settings, force_on_second_signal=not reload_child, dev_vars=dev_vars)
 
 
 # ------------------------------------------------------------------------------------ init
@@ -181,11 +267,12 @@ def init(directory: Path, force: bool) -> None:
 # ------------------------------------------------------------------------------------ classes
 @main.command()
 @_CONFIG
-def classes(config: Path | None) -> None:
+@_ENV
+def classes(config: Path | None, env_name: str | None) -> None:
     """List every Durable Object class and where it comes from."""
     from .loader import describe_classes
 
-    for row in describe_classes(load_worker(_load(config))):
+    for row in describe_classes(load_worker(_load(config, env_name))):
         bindings = ", ".join(row["bindings"]) or "(no binding)"
         click.echo(
             f"{row['name']:<24} {bindings:<20} {'sql' if row['sql'] else 'kv ':<4} {row['origin']}"
@@ -193,13 +280,23 @@ def classes(config: Path | None) -> None:
 
 
 # ------------------------------------------------------------------ inspection via admin API
-_URL = click.option("--url", default=None, help="A running server. [default: from settings]")
-_TOKEN = click.option("--admin-token", default=None, envvar="DOEMU_ADMIN_TOKEN")
+_URL = click.option(
+    "--url",
+    default=None,
+    help="A running server.  [default: the URL the server recorded in the persist dir, else "
+    "host and port from settings]",
+)
+_TOKEN = click.option(
+    "--admin-token",
+    default=None,
+    envvar="DOEMU_ADMIN_TOKEN",
+    help="The server's admin token (env: DOEMU_ADMIN_TOKEN).  [default: none]",
+)
 _PERSIST_TO = click.option(
     "--persist-to",
-    type=click.Path(path_type=Path),
     default=None,
-    help="The persist dir to read when no server runs.  [default: .doemu/state]",
+    help="The server's persist dir: where it records its URL, and what is read when no server "
+    "runs.  [default: .doemu/state]",
 )
 
 
@@ -226,15 +323,24 @@ class _Target:
 
 
 def _target(
-    config: Path | None, url: str | None, token: str | None, persist_to: Path | None = None
+    config: Path | None,
+    url: str | None,
+    token: str | None,
+    persist_to: str | None = None,
+    env: str | None = None,
 ) -> _Target:
+    """The server to ask: ``--url``, else the one serving the persist dir, else the settings'.
+
+    A ``doemu dev`` records its URL in its persist dir while it serves (see
+    :data:`doemu.server.devserver.SERVER_RECORD`), so a server started with another ``--port``
+    is found without repeating it; a server bound to every interface is reached on loopback.
+    """
     from .server.admin.client import AdminClient
 
-    worker = _load(config)
+    worker = _load(config, env)
     settings = _settings(worker, {"persist_to": persist_to})
-    if url is None:  # a server bound to every interface is reached on loopback
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
-        url = http_url(host, settings.port)
+    if url is None:
+        url = read_server_record(settings.persist_to) or browsable_url(settings.host, settings.port)
     return _Target(worker, settings, AdminClient(url, token or settings.admin_token))
 
 
@@ -267,23 +373,27 @@ def _echo_json(value: Any) -> None:
 
 @main.command()
 @_CONFIG
+@_ENV
 @_URL
 @_TOKEN
 @_PERSIST_TO
 @click.argument("binding", required=False)
 def objects(
     config: Path | None,
+    env_name: str | None,
     url: str | None,
     admin_token: str | None,
-    persist_to: Path | None,
+    persist_to: str | None,
     binding: str | None,
 ) -> None:
     """List objects (live and evicted) of every binding, or of BINDING."""
-    target = _target(config, url, admin_token, persist_to)
+    target = _target(config, url, admin_token, persist_to, env_name)
     query = "?" + urlencode({"binding": binding}) if binding else ""
     found = _online(target, lambda c: c.get("/objects" + query))
     if found is None:
         found = _offline_objects(target, binding)
+    if not found:  # on stderr: stdout stays empty for scripts
+        click.echo(f"no objects{f' of {binding}' if binding else ''} yet", err=True)
     for item in found:
         alarm = "" if item.get("alarm") is None else f" alarm={item['alarm']:.0f}"
         name = item.get("name") or "-"
@@ -302,25 +412,39 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
 
 @main.command()
 @_CONFIG
+@_ENV
 @_URL
 @_TOKEN
 @_PERSIST_TO
-@click.option("--write", is_flag=True, help="Allow writes (runs inside the object).")
+@click.option(
+    "--write", is_flag=True, help="Allow writes (runs inside the object).  [default: read-only]"
+)
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["auto", "table", "json"]),
+    default="auto",
+    show_default=True,
+    help="table: aligned columns; json: the API's answer; auto: a table on a terminal, JSON "
+    "when piped (scripts keep parsing it).",
+)
 @click.argument("binding")
 @click.argument("name")
 @click.argument("query")
 def sql(
     config: Path | None,
+    env_name: str | None,
     url: str | None,
     admin_token: str | None,
-    persist_to: Path | None,
+    persist_to: str | None,
     write: bool,
+    output: str,
     binding: str,
     name: str,
     query: str,
 ) -> None:
     """Run QUERY on the object NAME (a name or a 64-hex id); read-only by default."""
-    target = _target(config, url, admin_token, persist_to)
+    target = _target(config, url, admin_token, persist_to, env_name)
     path = f"/objects/{_path(binding)}/{_path(name)}/sql"
     result = _online(target, lambda c: c.post(path, {"query": query, "write": write}))
     if result is None:
@@ -338,7 +462,43 @@ def sql(
             result = read_only_sql(file, query, f"{binding}/{name}")
         except DoemuError as exc:
             _fail(str(exc))
-    _echo_json(result)
+    if output == "auto":
+        output = "table" if _stdout_is_terminal() else "json"
+    if output == "json" or not isinstance(result, dict) or "columns" not in result:
+        _echo_json(result)
+        return
+    _echo_table(result["columns"], result.get("rows") or [])
+
+
+def _stdout_is_terminal() -> bool:
+    """Whether stdout is a terminal (a pipe gets JSON, which scripts already parse)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _cell(value: Any) -> str:
+    """A table cell: SQL NULL as ``NULL``, text as is, anything else as compact JSON."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return value.replace("\n", "\\n")
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _echo_table(columns: list[str], rows: list[list[Any]]) -> None:
+    """``columns`` and ``rows`` as an aligned text table, then the row count (as sqlite3 would)."""
+    if not columns:
+        click.echo("(no result rows)")
+        return
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(str(c)), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    click.echo("  ".join(str(c).ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    click.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    click.echo(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
 
 
 def _when(ms: float) -> str:
@@ -347,18 +507,26 @@ def _when(ms: float) -> str:
 
 @main.command()
 @_CONFIG
+@_ENV
 @_URL
 @_TOKEN
 @_PERSIST_TO
 def alarms(
-    config: Path | None, url: str | None, admin_token: str | None, persist_to: Path | None
+    config: Path | None,
+    env_name: str | None,
+    url: str | None,
+    admin_token: str | None,
+    persist_to: str | None,
 ) -> None:
     """List pending alarms (epoch ms, as getAlarm() returns them, and UTC)."""
-    target = _target(config, url, admin_token, persist_to)
+    target = _target(config, url, admin_token, persist_to, env_name)
     found = _online(target, lambda c: c.get("/objects"))
     if found is None:
         found = _offline_objects(target, None)
-    for item in found:
+    pending = [item for item in found if item.get("alarm") is not None]
+    if not pending:  # on stderr: stdout stays empty for scripts
+        click.echo("no pending alarms", err=True)
+    for item in pending:
         if item.get("alarm") is not None:
             name = item.get("name") or "-"
             when = f"{item['alarm']:.0f} {_when(item['alarm'])}"
@@ -370,15 +538,24 @@ def _control(action: str, help_text: str) -> None:
 
     @main.command(name=action, help=help_text)
     @_CONFIG
+    @_ENV
     @_URL
     @_TOKEN
-    @click.option("--all", "all_", is_flag=True, help=f"{action.capitalize()} every live object.")
+    @_PERSIST_TO
+    @click.option(
+        "--all",
+        "all_",
+        is_flag=True,
+        help=f"{action.capitalize()} every live object.  [default: only BINDING NAME]",
+    )
     @click.argument("binding", required=False)
     @click.argument("name", required=False)
     def command(
         config: Path | None,
+        env_name: str | None,
         url: str | None,
         admin_token: str | None,
+        persist_to: str | None,
         all_: bool,
         binding: str | None,
         name: str | None,
@@ -387,7 +564,7 @@ def _control(action: str, help_text: str) -> None:
             _fail("give BINDING NAME or --all, not both")
         if not all_ and not (binding and name):
             _fail("give BINDING NAME, or --all")
-        target = _target(config, url, admin_token)
+        target = _target(config, url, admin_token, persist_to, env_name)
         path = f"/{action}-all" if all_ else f"/objects/{_path(binding)}/{_path(name)}/{action}"
         result = _online(target, lambda c: c.post(path))
         if result is None:

@@ -204,7 +204,7 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
     server = dev_server(
         counter_project, "--reload", "--no-persist", "--loop", "asyncio", "--durability", "process"
     )
-    line = server.wait_for_line(r"^doemu: --no-persist: state in ")
+    line = server.wait_for_line(r"doemu.reload: --no-persist: state in ")
     temp = Path(line.split("state in ", 1)[1].split(",", 1)[0])
     name = unique("cli-reload")
     assert httpx.post(f"{server.url}/COUNTER/{name}/incr").json() == {"value": 1}

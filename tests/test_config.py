@@ -135,7 +135,7 @@ name = "prod"
 """,
     )
     assert '"kv_namespaces" is not emulated by doemu and is ignored' in config.warnings
-    assert any("[env.*] sections are ignored" in w for w in config.warnings)
+    assert any("[env.*] sections are defined but no --env was given" in w for w in config.warnings)
 
 
 # ------------------------------------------------------------------------------------- JSONC

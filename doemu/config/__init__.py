@@ -35,6 +35,11 @@ settings). Import from :mod:`doemu.config` itself; the submodules are an impleme
 
 from __future__ import annotations
 
+from .devvars import DEV_VARS_FILE as DEV_VARS_FILE
+from .devvars import DevVars as DevVars
+from .devvars import dev_vars_file as dev_vars_file
+from .devvars import parse_var_options as parse_var_options
+from .devvars import resolve_vars as resolve_vars
 from .files import CONFIG_FILE_NAMES as CONFIG_FILE_NAMES
 from .files import find_config as find_config
 from .files import find_pyproject as find_pyproject
@@ -50,6 +55,7 @@ from .model import MigrationError as MigrationError
 from .model import SettingsError as SettingsError
 from .model import WorkerConfig as WorkerConfig
 from .model import display_path as display_path
+from .settings import CLOCKS as CLOCKS
 from .settings import DURABILITY_LEVELS as DURABILITY_LEVELS
 from .settings import LOOPS as LOOPS
 from .settings import DoemuSettings as DoemuSettings
@@ -61,13 +67,16 @@ from .settings import resolve_settings as resolve_settings
 from .validate import parse_config as parse_config
 
 __all__ = [
+    "CLOCKS",
     "CONFIG_FILE_NAMES",
+    "DEV_VARS_FILE",
     "DURABILITY_LEVELS",
     "LOOPS",
     "ClassInfo",
     "ConfigNotFoundError",
     "ConfigSyntaxError",
     "ConfigValueError",
+    "DevVars",
     "DoemuSettings",
     "Durability",
     "DurableObjectBinding",
@@ -75,6 +84,7 @@ __all__ = [
     "MigrationError",
     "SettingsError",
     "WorkerConfig",
+    "dev_vars_file",
     "display_path",
     "find_config",
     "find_pyproject",
@@ -82,6 +92,8 @@ __all__ = [
     "parse_config",
     "parse_idle_timeout",
     "parse_jsonc",
+    "parse_var_options",
     "resolve_settings",
+    "resolve_vars",
     "strip_jsonc",
 ]

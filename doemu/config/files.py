@@ -8,11 +8,13 @@ the same rules apply to all three formats.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from .environments import select_environment
 from .jsonc import parse_jsonc
 from .model import ConfigNotFoundError, ConfigSyntaxError, WorkerConfig, display_path
 from .validate import parse_config
@@ -51,11 +53,14 @@ def find_pyproject(config: WorkerConfig | Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def load_config(path: Path | str | None = None, *, cwd: Path | str | None = None) -> WorkerConfig:
+def load_config(
+    path: Path | str | None = None, *, cwd: Path | str | None = None, env: str | None = None
+) -> WorkerConfig:
     """Read and validate a wrangler config file.
 
     ``path`` may be a file, a directory to search (that directory only) or ``None`` to search
-    from ``cwd`` (default: the process cwd) upward.
+    from ``cwd`` (default: the process cwd) upward. ``env`` selects an ``[env.NAME]`` section
+    (see :mod:`~doemu.config.environments`); the config's :attr:`~WorkerConfig.env` names it.
     """
     start = Path(cwd) if cwd is not None else Path.cwd()
     if path is None:
@@ -107,7 +112,15 @@ def load_config(path: Path | str | None = None, *, cwd: Path | str | None = None
         raise ConfigNotFoundError(
             f"{where}: a wrangler config file must end in .toml, .json or .jsonc", start=source
         )
-    return parse_config(raw, source=source, text=text)
+    if env is None:
+        return parse_config(raw, source=source, text=text)
+    if not isinstance(raw, dict):
+        return parse_config(raw, source=source, text=text)  # refused there, as without --env
+    merged, notes = select_environment(raw, env, where)
+    # No text: line positions are found for the top-level bindings only, and would name the
+    # wrong lines for an environment's.
+    config = parse_config(merged, source=source)
+    return dataclasses.replace(config, env=env, warnings=(*notes, *config.warnings))
 
 
 def _names_sentence() -> str:

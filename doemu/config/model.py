@@ -129,6 +129,8 @@ class WorkerConfig:
     main_line: int | None = None
     external_bindings: tuple[DurableObjectBinding, ...] = ()
     migration_tags: tuple[str, ...] = ()
+    #: The ``[env.NAME]`` section selected with ``--env`` (``None``: the top level).
+    env: str | None = None
 
     @property
     def main_is_file(self) -> bool:

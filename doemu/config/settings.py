@@ -22,8 +22,10 @@ from .checker import show
 from .model import SettingsError, display_path
 
 __all__ = [
+    "CLOCKS",
     "DURABILITY_LEVELS",
     "LOOPS",
+    "ClockKind",
     "DoemuSettings",
     "Durability",
     "Limits",
@@ -41,6 +43,10 @@ LOOPS: tuple[Loop, ...] = ("auto", "asyncio", "uvloop")
 #: power loss (see :mod:`doemu.storage.durability`; spelled out here so settings import nothing).
 Durability = Literal["process", "power"]
 DURABILITY_LEVELS: tuple[Durability, ...] = ("process", "power")
+#: The runtime's clock: ``real`` time, or a ``manual`` one that only moves when told to
+#: (``POST /__doemu/api/clock``), so alarms can be stepped through by hand.
+ClockKind = Literal["real", "manual"]
+CLOCKS: tuple[ClockKind, ...] = ("real", "manual")
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,12 @@ class DoemuSettings:
     limits: Limits = "local"
     max_live_objects: int | None = None
     loop: Loop = "auto"
+    clock: ClockKind = "real"
 
 
 _SETTING_NAMES = (
     "host", "port", "persist_to", "persist", "durability", "idle_timeout", "reload", "log_level",
-    "admin_token", "limits", "max_live_objects", "loop",
+    "admin_token", "limits", "max_live_objects", "loop", "clock",
 )  # fmt: skip
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -137,10 +144,16 @@ def _parse_setting(name: str, value: Any, label: str, relative_to: Path) -> Any:
         if number is not None and 0 <= number <= 65535:
             result = number
     elif name == "persist_to":
-        expected = "a directory path"
+        # An empty path would be the current folder: object files strewn among the sources.
+        expected = "a directory path (an empty one would persist into the current folder)"
         if isinstance(value, str | Path) and str(value).strip():
             path = Path(str(value).strip()).expanduser()
             result = path if path.is_absolute() else (relative_to / path)
+            if result.exists() and not result.is_dir():
+                raise SettingsError(
+                    f"{label}={str(value)!r}: not a directory ({display_path(result)} is a file)",
+                    source=label,
+                )
     elif name in ("persist", "reload"):
         expected = "true or false (also 1/0, yes/no, on/off)"
         result = _bool(value)
@@ -168,6 +181,10 @@ def _parse_setting(name: str, value: Any, label: str, relative_to: Path) -> Any:
         number = _int(value)
         if number is not None and number > 0:
             result = number
+    elif name == "clock":
+        expected = "real or manual"
+        if isinstance(value, str) and value.strip().lower() in CLOCKS:
+            result = value.strip().lower()
     elif name == "loop":
         expected = "auto, asyncio or uvloop"
         if isinstance(value, str) and value.strip().lower() in LOOPS:
@@ -254,6 +271,8 @@ def resolve_settings(
         values["limits"] = cast(Limits, values["limits"])
     if "loop" in values:
         values["loop"] = cast(Loop, values["loop"])
+    if "clock" in values:
+        values["clock"] = cast(ClockKind, values["clock"])
     if "durability" in values:
         values["durability"] = cast(Durability, values["durability"])
     return DoemuSettings(**values)

@@ -356,5 +356,6 @@ def _warn_about_keys(check: Checker, raw: Mapping[str, Any]) -> None:
             check.warnings.append(f'"{key}" is not emulated by doemu and is ignored')
     if "env" in raw:
         check.warnings.append(
-            "[env.*] sections are ignored: doemu always uses the top-level configuration"
+            "[env.*] sections are defined but no --env was given: the top-level configuration "
+            "is used (doemu dev --env NAME selects one)"
         )

@@ -63,6 +63,7 @@ from .plugins import (
     find_entry_point,
     load_entry_point,
 )
+from .report import user_traceback
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -80,6 +81,7 @@ __all__ = [
     "import_from_string",
     "load_worker",
     "unload_user_modules",
+    "user_traceback",
 ]
 
 # --------------------------------------------------------------------------------------- errors

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import os
 import shlex
@@ -29,8 +30,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from .. import __version__
-from ..config import DoemuSettings, Loop, WorkerConfig, display_path
+from ..config import DevVars, DoemuSettings, Loop, WorkerConfig, display_path, resolve_vars
 from ..errors import DoemuError
+from .devlog import AccessLog, access_log_enabled, setup_logging
 
 if TYPE_CHECKING:
     import uvicorn
@@ -39,9 +41,13 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
 
 __all__ = [
+    "SERVER_RECORD",
+    "StartupError",
+    "browsable_url",
     "http_url",
     "load_worker",
     "loop_factory",
+    "read_server_record",
     "run",
     "run_with_reload",
     "serve",
@@ -51,7 +57,28 @@ __all__ = [
 #: How long a graceful stop waits for in-flight requests before closing connections.
 GRACEFUL_SHUTDOWN_SECONDS = 5
 
-_TRACE = 5  # uvicorn's TRACE level, below DEBUG
+#: The file in the persist dir where a serving ``doemu dev`` records its URL and pid, so that
+#: ``doemu objects`` and the other client commands find a server started with another ``--port``.
+SERVER_RECORD = ".doemu-server.json"
+
+_log = logging.getLogger("doemu")
+_reload_log = logging.getLogger("doemu.reload")
+
+
+class StartupError(click.ClickException):
+    """The user's Worker failed to import: shown as their traceback, not as ``Error: …``.
+
+    ``text`` is :func:`doemu.loader.user_traceback`'s rendering (their frames, their file and
+    line); a plain ``ClickException`` would print one line and lose the location, a bare
+    exception would bury it in click's and the loader's frames.
+    """
+
+    def __init__(self, headline: str, text: str) -> None:
+        super().__init__(headline)
+        self.text = text
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.message}\n{self.text}", err=True)
 
 
 def _fail(message: str) -> NoReturn:
@@ -65,26 +92,80 @@ def http_url(host: str, port: int) -> str:
 
 
 def load_worker(worker: WorkerConfig) -> LoadedWorker:
-    """Import the worker; exceptions raised by the user's own code keep their traceback."""
+    """Import the worker; an exception of the user's own code is a :class:`StartupError`.
+
+    Any exception but doemu's own (which are already one-line messages) is raised by code the
+    Worker runs at import time, so it is shown with the user's frames only.
+    """
     from .. import loader
 
     try:
         loaded = loader.load_worker(worker)
     except DoemuError as exc:
         _fail(str(exc))
+    except Exception as exc:
+        roots = [worker.base_dir]
+        if worker.main_path is not None:
+            roots.insert(0, worker.main_path.parent)
+        headline = f"the Worker {worker.name!r} failed to import ({worker.main}):"
+        raise StartupError(headline, loader.user_traceback(exc, roots)) from exc
     for warning in loaded.warnings:
         click.echo(f"warning: {warning}", err=True)
     return loaded
 
 
-def setup_logging(level: str) -> None:
-    """Log to stderr at ``level`` (a setting's value, ``trace`` included)."""
-    logging.addLevelName(_TRACE, "TRACE")  # "trace" is a valid setting; logging lacks the level
-    logging.basicConfig(
-        level=_TRACE if level == "trace" else level.upper(),
-        format="%(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def browsable_url(host: str, port: int) -> str:
+    """A URL one can open for a server bound to ``host``: loopback for a wildcard address."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return http_url(shown, port)
+
+
+def _lan_address(ipv6: bool) -> str | None:
+    """This machine's address on its default route, for the banner of a wildcard bind.
+
+    Connecting a UDP socket sends nothing: it only asks the kernel which source address it
+    would use. ``None`` when there is no route (an offline machine).
+    """
+    family, probe = (socket.AF_INET6, "2001:db8::1") if ipv6 else (socket.AF_INET, "192.0.2.1")
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as udp:
+            udp.connect((probe, 9))
+            address: str = udp.getsockname()[0]
+    except OSError:
+        return None
+    return None if address in ("0.0.0.0", "::") else address
+
+
+def read_server_record(persist_dir: Path) -> str | None:
+    """The URL a running ``doemu dev`` recorded in ``persist_dir``, if its process still lives."""
+    try:
+        record = json.loads((persist_dir / SERVER_RECORD).read_text(encoding="utf-8"))
+        url, pid = record["url"], int(record["pid"])
+        os.kill(pid, 0)  # raises when the process is gone (a SIGKILLed server leaves its record)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return url if isinstance(url, str) else None
+
+
+def _write_server_record(persist_dir: Path, url: str) -> Path | None:
+    """Record ``url`` for the client commands (best effort: the server runs without it)."""
+    path = persist_dir / SERVER_RECORD
+    try:
+        temp = path.with_suffix(f".{os.getpid()}.tmp")
+        temp.write_text(json.dumps({"url": url, "pid": os.getpid()}), encoding="utf-8")
+        os.replace(temp, path)
+    except OSError:
+        return None
+    return path
+
+
+def _remove_server_record(path: Path) -> None:
+    """Remove the record if it is still this process's (a newer server may have replaced it)."""
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def loop_factory(loop: Loop) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -112,7 +193,11 @@ def _loop_name(loop: asyncio.AbstractEventLoop) -> str:
 
 
 def run(
-    worker: WorkerConfig, settings: DoemuSettings, *, force_on_second_signal: bool = True
+    worker: WorkerConfig,
+    settings: DoemuSettings,
+    *,
+    force_on_second_signal: bool = True,
+    dev_vars: DevVars | None = None,
 ) -> None:
     """``doemu dev`` without ``--reload``: :func:`serve` on the event loop the settings name.
 
@@ -133,6 +218,7 @@ def run(
                         force_on_second_signal=force_on_second_signal,
                         sock=sock,
                         gc_pause=pause,
+                        dev_vars=dev_vars,
                     )
                 )
     finally:
@@ -277,19 +363,27 @@ async def serve(
     force_on_second_signal: bool = True,
     sock: socket.socket | None = None,
     gc_pause: _StartupGcPause | None = None,
+    dev_vars: DevVars | None = None,
 ) -> None:
     """``doemu dev`` without ``--reload``: load the worker and serve it until a signal stops it.
 
     ``sock`` is the listening socket :func:`run` made first (closed here on exit); without one it
-    is made here. ``gc_pause`` ends right after the ready line.
+    is made here. ``gc_pause`` ends right after the ready line. ``dev_vars`` are the Worker's
+    variables (default: ``[vars]`` and ``.dev.vars``, see :func:`doemu.config.resolve_vars`).
     """
     import uvicorn
 
+    from ..clock import ManualClock
     from ..runtime import ClassSpec, Runtime
     from ..storage import StorageLimits
     from .app import DoemuApp
     from .http_protocol import DoemuHttpProtocol
 
+    if dev_vars is None:
+        try:
+            dev_vars = resolve_vars(worker)
+        except DoemuError as exc:
+            _fail(str(exc))
     loaded = load_worker(worker)
     async with contextlib.AsyncExitStack() as cleanup:
         sock = cleanup.enter_context(sock or _listen(settings.host, settings.port))
@@ -300,7 +394,8 @@ async def serve(
                 bindings={b.name: b.class_name for b in worker.bindings},
                 persist_dir=settings.persist_to if settings.persist else None,
                 durability=settings.durability,
-                vars=worker.vars,
+                vars=dev_vars.values,
+                clock=ManualClock() if settings.clock == "manual" else None,
                 idle_timeout=settings.idle_timeout,
                 max_live_objects=settings.max_live_objects,
                 limits=StorageLimits.production() if settings.limits == "production" else None,
@@ -311,14 +406,19 @@ async def serve(
         # shutdown did not run (startup failure, a second Ctrl-C).
         cleanup.push_async_callback(runtime.close)
         started = asyncio.Event()
+        app: Any = DoemuApp(
+            runtime, entry=loaded.entry, admin_token=settings.admin_token, hold_alarms=True
+        )
+        if access_log_enabled():  # not even wrapped under --log-level warning (the bench)
+            app = AccessLog(app)
         server = _server(
             uvicorn.Config(
-                DoemuApp(
-                    runtime, entry=loaded.entry, admin_token=settings.admin_token, hold_alarms=True
-                ),
+                app,
                 lifespan="on",
+                # doemu's handler and format (see doemu.server.devlog), not uvicorn's own.
+                log_config=None,
                 log_level="warning" if settings.log_level == "info" else settings.log_level,
-                access_log=settings.log_level in ("debug", "trace"),
+                access_log=False,  # doemu's request log replaces uvicorn's
                 http=DoemuHttpProtocol,
                 ws=_WebSocketProtocol,
                 ws_ping_interval=None,
@@ -337,11 +437,21 @@ async def serve(
             ready.cancel()
             await serving
             _fail("the server failed to start (see the log above)")
-        _banner(worker, loaded, runtime, settings, http_url(settings.host, sock.getsockname()[1]))
+        port = sock.getsockname()[1]
+        url = browsable_url(settings.host, port)
+        _banner(worker, loaded, runtime, settings, dev_vars, url, port)
+        if settings.persist:
+            record = _write_server_record(runtime.persist_dir, url)
+            if record is not None:
+                cleanup.callback(_remove_server_record, record)
         runtime.release_alarms()  # overdue alarms fire now, right after the ready line
         if gc_pause is not None:
             gc_pause.end()
         await serving
+    _log.info(
+        "stopped: %s",
+        "storage committed" if settings.persist else "temporary state removed",
+    )
 
 
 _DURABILITY_LINES = {
@@ -351,36 +461,62 @@ _DURABILITY_LINES = {
 
 
 def _banner(
-    worker: WorkerConfig, loaded: LoadedWorker, runtime: Runtime, settings: DoemuSettings, url: str
+    worker: WorkerConfig,
+    loaded: LoadedWorker,
+    runtime: Runtime,
+    settings: DoemuSettings,
+    dev_vars: DevVars,
+    url: str,
+    port: int,
 ) -> None:
-    """What is being served and where; the last line is the exact one harnesses wait for."""
+    """What is being served and where; the last line is the exact one harnesses wait for.
+
+    ``url`` is one a browser can open (loopback for a wildcard bind, whose LAN address follows).
+    Variables are listed by name; a ``.dev.vars`` secret's value is never printed.
+    """
     persist = (
         f"{display_path(runtime.persist_dir)} (persistent)"
         if settings.persist
         else f"{runtime.persist_dir} (temporary: removed on exit)"
     )
-    click.echo(f"doemu {__version__} · worker {worker.name!r} · {worker.source_name}")
+    env = f" · env {worker.env}" if worker.env else ""
+    click.echo(f"doemu {__version__} · worker {worker.name!r} · {worker.source_name}{env}")
     click.echo(f"  url:     {url}")
+    if settings.host in ("0.0.0.0", "::"):
+        lan = _lan_address(settings.host == "::")
+        if lan is not None:
+            click.echo(f"  network: {http_url(lan, port)}")
+        if settings.admin_token is None:
+            click.echo("  note:    the admin API answers loopback only (--admin-token shares it)")
     click.echo(f"  admin:   {url}/__doemu/api/health")
     click.echo(f"  persist: {persist}")
     click.echo(f"  durable: {_DURABILITY_LINES[settings.durability]}")
     click.echo(f"  loop:    {_loop_name(asyncio.get_running_loop())}")
+    if settings.clock == "manual":
+        click.echo('  clock:   manual (POST /__doemu/api/clock {"advance_ms": …} moves it)')
     entry = f"Default ({loaded.entry.__module__})" if loaded.entry else "default router"
     click.echo(f"  entry:   {entry}")
     for binding in worker.bindings:
         item = loaded.classes[binding.class_name]
         click.echo(f"  {binding.name} → {item.name} ({'sql' if item.sql else 'kv'}; {item.origin})")
+    for key, shown in dev_vars.shown().items():
+        click.echo(f"  var:     {key} = {shown}")
+    if dev_vars.source is not None:
+        click.echo(f"  secrets: from {display_path(dev_vars.source)} (values hidden)")
     if len(runtime.alarms):
         click.echo(f"  alarms:  {len(runtime.alarms)} restored")
     click.echo(f"doemu ready on {url}")
     sys.stdout.flush()
 
 
-def run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
+def run_with_reload(
+    worker: WorkerConfig, settings: DoemuSettings, cli_vars: dict[str, str] | None = None
+) -> None:
     """Run ``doemu dev --no-reload`` as a child and restart it when a source file changes.
 
     The parent owns the port (a busy one fails here, ``0`` is fixed once so a restart keeps the
     URL) and, with ``--no-persist``, the temp dir, so state survives reloads as on a code update.
+    A child whose Worker fails to import says so and exits; the next change starts a new one.
     """
     import watchfiles
 
@@ -394,7 +530,12 @@ def run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
         "--durability", settings.durability,
         "--log-level", settings.log_level, "--limits", settings.limits, "--loop", settings.loop,
         "--idle-timeout", f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
+        "--clock", settings.clock,
     ]  # fmt: skip
+    if worker.env is not None:
+        args += ["--env", worker.env]
+    for key, value in (cli_vars or {}).items():
+        args += ["--var", f"{key}:{value}"]
     if worker.source is not None:
         args += ["--config", str(worker.source)]
     if settings.max_live_objects:
@@ -408,21 +549,22 @@ def run_with_reload(worker: WorkerConfig, settings: DoemuSettings) -> None:
             return False
         if any(part in {".doemu", "__pycache__", ".git", ".venv"} for part in p.parts):
             return False
+        if p.name == ".dev.vars" or p.name.startswith(".dev.vars."):
+            return True
         return p.suffix in {".py", ".toml", ".json", ".jsonc"}
 
-    click.echo(f"doemu: watching {display_path(worker.base_dir)} for changes", err=True)
+    _reload_log.info("watching %s for changes", display_path(worker.base_dir))
     if temp is not None:
-        click.echo(f"doemu: --no-persist: state in {temp}, removed on exit", err=True)
+        _reload_log.info("--no-persist: state in %s, removed on exit", temp)
     try:
         watchfiles.run_process(
             worker.base_dir,
             target=shlex.join(args),
             target_type="command",
             watch_filter=source_change,
-            callback=lambda changes: click.echo(
-                f"doemu: {len(changes)} change(s); restarting", err=True
-            ),
+            callback=lambda changes: _reload_log.info("%d change(s); restarting", len(changes)),
         )
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+        _reload_log.info("stopped watching")
