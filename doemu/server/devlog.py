@@ -130,6 +130,13 @@ def setup_logging(level: str, *, stream: TextIO | None = None) -> None:
     root.setLevel(numeric)
     for name in _QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(numeric if level == "trace" else logging.WARNING)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        # uvicorn's own dictConfig (an earlier server in this process, a library) may have given
+        # these loggers handlers of their own and cut them off from the root: one format only.
+        uvicorn_logger = logging.getLogger(name)
+        for old in list(uvicorn_logger.handlers):
+            uvicorn_logger.removeHandler(old)
+        uvicorn_logger.propagate = True
 
 
 def access_log_enabled() -> bool:
