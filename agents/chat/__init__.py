@@ -16,6 +16,7 @@ from .chunks import Chunk as Chunk
 from .chunks import SseDecoder as SseDecoder
 from .chunks import encode_sse as encode_sse
 from .messages import UIMessage as UIMessage
+from .overflow import default_context_overflow_classifier as default_context_overflow_classifier
 from .producers import text_stream as text_stream
 from .producers import tool_call as tool_call
 from .producers import ui_message_response as ui_message_response
@@ -37,6 +38,7 @@ __all__ = [
     "ScriptedModel",
     "SseDecoder",
     "UIMessage",
+    "default_context_overflow_classifier",
     "demo_model",
     "encode_sse",
     "text_stream",

@@ -43,6 +43,7 @@ from ..fibers.types import FiberRecoveryContext
 from . import frames
 from .frames import ChatFrame, parse_chat_frame
 from .messages import UIMessage, auto_transform_messages, origin_message_ids, validate_message
+from .overflow import CONTEXT_OVERFLOW, resolve_context_overflow
 from .recovering import TurnRecovery
 from .recovery import (
     CHAT_LAST_TERMINAL_KEY,
@@ -99,6 +100,9 @@ class AIChatAgent(Agent):
     #: A gap of this many ms between a reply's chunks aborts the upstream and hands the turn to
     #: bounded recovery (as a continuation, or a retry when nothing came); 0: off.
     chat_stream_stall_timeout_ms: ClassVar[float] = 0
+    #: Reactive context-overflow recovery (:mod:`agents.chat.overflow`): ``True`` or
+    #: ``{"reactive": True, "max_retries": N}``; off by default.
+    context_overflow: ClassVar[Any] = None
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
@@ -141,6 +145,22 @@ class AIChatAgent(Agent):
 
     async def on_chat_response(self, result: Mapping[str, Any]) -> None:
         """Called after each turn with ``{message, requestId, continuation, status, error?}``."""
+
+    def classify_chat_error(self, error: Any) -> str | None:
+        """What kind of failure ``error`` is (an exception, or an in-band error's text):
+        ``"context_overflow"`` drives the context-overflow layer. The default classifies
+        nothing; assign :func:`agents.chat.overflow.default_context_overflow_classifier`."""
+        return None
+
+    async def compact_messages(self, messages: list[UIMessage]) -> list[UIMessage] | None:
+        """Return a shorter transcript (e.g. old turns replaced by a summary message) for the
+        context-overflow layer to persist and re-run the turn on; ``None`` (the default): no
+        compaction, so an overflow ends the turn."""
+        return None
+
+    async def on_chat_error(self, ctx: Mapping[str, Any]) -> None:
+        """A turn failed: ``{requestId, error, classification}`` (``classification`` from
+        :meth:`classify_chat_error`). Called once per failed turn, after the error frame."""
 
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> Mapping[str, Any]:
         """An interrupted turn is about to be recovered (within the budgets of
@@ -242,6 +262,49 @@ class AIChatAgent(Agent):
         self, status: str | None = None, completed_before: float | None = None
     ) -> int:
         return self._chat_submissions.delete(status, completed_before)
+
+    async def _chat_compact_after_overflow(
+        self, spec: TurnSpec, error: Any, compactions: int
+    ) -> bool:
+        """The reactive layer: True when ``error`` is an overflow, the budget allows another
+        run, and compaction shortened the transcript (now persisted)."""
+        config = resolve_context_overflow(self.context_overflow)
+        if config is None or compactions >= config.max_retries:
+            return False
+        if self.classify_chat_error(error) != CONTEXT_OVERFLOW:
+            return False
+        before = self.messages
+        compacted = await self.compact_messages(list(before))
+        if compacted is None or len(dumps(compacted)) >= len(dumps(before)):
+            return False  # nothing shorter: the overflow surfaces
+
+        def replace() -> None:  # the compacted transcript, in its own order, all or nothing
+            self._chat_store.clear()
+            self.persist_messages(compacted)
+
+        self.ctx.storage.transactionSync(replace)
+        self._emit(
+            "chat:context:compacted",
+            {
+                "requestId": spec.request_id,
+                "reason": "reactive",
+                "messagesBefore": len(before),
+                "messagesAfter": len(compacted),
+            },
+        )
+        return True
+
+    async def _chat_failed(self, spec: TurnSpec, error: Any) -> None:
+        try:
+            await self.on_chat_error(
+                {
+                    "requestId": spec.request_id,
+                    "error": str(error),
+                    "classification": self.classify_chat_error(error),
+                }
+            )
+        except Exception as exc:
+            await self._core.report(exc, spec.sender)
 
     def _after_start(self) -> None:
         if self._chat_submissions.has_work():  # left by an earlier activation: answer them
