@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
@@ -38,12 +37,11 @@ from workers import Response
 from ..agent import Agent
 from ..core.connections import Connection
 from ..core.protocol import dumps
-from ..errors import InvalidMessageError
 from ..fibers.types import FiberRecoveryContext
 from . import frames
-from .frames import ChatFrame, parse_chat_frame
-from .messages import UIMessage, auto_transform_messages, origin_message_ids, validate_message
-from .overflow import CONTEXT_OVERFLOW, resolve_context_overflow
+from .frames import parse_chat_frame
+from .messages import UIMessage, origin_message_ids
+from .overflow import compact_after_overflow
 from .recovering import TurnRecovery
 from .recovery import (
     CHAT_LAST_TERMINAL_KEY,
@@ -54,6 +52,7 @@ from .recovery import (
     resolve_chat_recovery,
 )
 from .repair import client_tool_names, default_repair, repair_interrupted_tool_parts
+from .requests import chat_request, set_messages
 from .resume import ResumeHandshake
 from .store import MessageStore, RequestContext
 from .store import create_tables as create_message_tables
@@ -67,7 +66,6 @@ from .turns import (
     TurnQueue,
     TurnSkipped,
     merge_queued_user_messages,
-    parse_policy,
     wait_for_time,
 )
 
@@ -266,33 +264,7 @@ class AIChatAgent(Agent):
     async def _chat_compact_after_overflow(
         self, spec: TurnSpec, error: Any, compactions: int
     ) -> bool:
-        """The reactive layer: True when ``error`` is an overflow, the budget allows another
-        run, and compaction shortened the transcript (now persisted)."""
-        config = resolve_context_overflow(self.context_overflow)
-        if config is None or compactions >= config.max_retries:
-            return False
-        if self.classify_chat_error(error) != CONTEXT_OVERFLOW:
-            return False
-        before = self.messages
-        compacted = await self.compact_messages(list(before))
-        if compacted is None or len(dumps(compacted)) >= len(dumps(before)):
-            return False  # nothing shorter: the overflow surfaces
-
-        def replace() -> None:  # the compacted transcript, in its own order, all or nothing
-            self._chat_store.clear()
-            self.persist_messages(compacted)
-
-        self.ctx.storage.transactionSync(replace)
-        self._emit(
-            "chat:context:compacted",
-            {
-                "requestId": spec.request_id,
-                "reason": "reactive",
-                "messagesBefore": len(before),
-                "messagesAfter": len(compacted),
-            },
-        )
-        return True
+        return await compact_after_overflow(self, spec.request_id, error, compactions)
 
     async def _chat_failed(self, spec: TurnSpec, error: Any) -> None:
         try:
@@ -377,9 +349,9 @@ class AIChatAgent(Agent):
         if kind == frames.USE_CHAT_REQUEST:
             if frame.init.get("method") != "POST":
                 return False  # as the SDK: not a chat request after all
-            self._chat_request(connection, frame)
+            chat_request(self, connection, frame)
         elif kind == frames.CHAT_MESSAGES:
-            self._chat_set_messages(connection, frame)
+            set_messages(self, connection, frame)
         elif kind == frames.CHAT_CLEAR:
             self._chat_clear(connection)
         elif kind == frames.CHAT_REQUEST_CANCEL:
@@ -427,86 +399,6 @@ class AIChatAgent(Agent):
             await self._chat_recovery.run(payload)
 
     # -- requests ---------------------------------------------------------------------------------
-    def _chat_error(self, connection: Connection, request_id: str, message: str) -> None:
-        """A request this agent cannot run: its sender gets an error frame naming why."""
-        _log.warning("agent %s: chat request %s refused: %s", self.name, request_id, message)
-        connection._send_quiet(frames.response_frame(request_id, message, done=True, error=True))
-
-    def _chat_request(self, connection: Connection, frame: ChatFrame) -> None:
-        request_id = frame.id
-        if not request_id:
-            _log.warning("agent %s: chat request without an id ignored", self.name)
-            return
-        raw = frame.init.get("body")
-        try:
-            body = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            self._chat_error(connection, request_id, "the chat request's body is not a JSON object")
-            return
-        try:
-            incoming = [validate_message(m) for m in auto_transform_messages(body.get("messages"))]
-        except InvalidMessageError as exc:
-            self._chat_error(connection, request_id, f"invalid chat request: {exc}")
-            return
-        rest = {k: v for k, v in body.items() if k not in ("messages", "clientTools", "trigger")}
-        tools = body.get("clientTools")
-        submit = body.get("trigger") != "regenerate-message"
-        origin = origin_message_ids(incoming)
-        decision = self._chat_policy.decide(
-            parse_policy(self.message_concurrency),
-            overlapping=self._chat_queue.busy,
-            submit=submit,
-            now=self._core.now(),
-        )
-        if decision.drop:
-            connection._send_quiet(frames.messages_frame(self._chat_runner.rollback_snapshot()))
-            connection._send_quiet(
-                frames.response_frame(request_id, done=True, outcome="skipped", message_ids=origin)
-            )
-            return
-        generation = self._chat_queue.generation
-        start = len(self.messages)
-        try:
-            # All or nothing (a list that is a subset of the transcript — a regenerate — trims
-            # what it left out): a message the storage refuses (too big for a row under
-            # production limits) leaves the transcript as it was.
-            merged = self.ctx.storage.transactionSync(
-                lambda: self._chat_persist(incoming, delete_stale=True)
-            )
-        except Exception as exc:
-            self._chat_policy.withdraw(decision)
-            self._chat_store.load()  # the cache may hold rows the rollback undid
-            self._chat_error(connection, request_id, f"the chat request could not be saved: {exc}")
-            return
-        self.ctx.storage.kv.delete(CHAT_LAST_TERMINAL_KEY)  # a new turn supersedes it
-        if decision.merge:
-            self._chat_merge_start.setdefault(generation, start)
-        # As the SDK, the others get the submitted list twice (as sent, then reconciled); they
-        # get it once it is saved, so nobody is shown a message that is not in the transcript.
-        self._chat_broadcast(frames.messages_frame(incoming), exclude=[connection.id])
-        self._chat_broadcast(frames.messages_frame(merged), exclude=[connection.id])
-        if decision.merge:
-            self._chat_merge(generation)
-        spec = TurnSpec(
-            request_id,
-            origin_ids=origin,
-            body=rest or None,
-            client_tools=tools if isinstance(tools, list) and tools else None,
-            sender=connection,
-            decision=decision,
-        )
-        self.ctx.waitUntil(self._chat_enqueue(spec))
-
-    def _chat_set_messages(self, connection: Connection, frame: ChatFrame) -> None:
-        try:
-            incoming = [validate_message(m) for m in auto_transform_messages(frame.messages)]
-        except InvalidMessageError as exc:
-            _log.warning("agent %s: cf_agent_chat_messages refused: %s", self.name, exc)
-            return
-        self.persist_messages(incoming, exclude_broadcast_ids=[connection.id])
-
     def _chat_merge(self, generation: int) -> None:
         """``merge``: collapse the user messages queued since the first overlap into one."""
         start = self._chat_merge_start.get(generation)

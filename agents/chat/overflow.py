@@ -24,12 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.protocol import dumps
 from ..errors import AgentsError
 
 __all__ = [
     "CONTEXT_OVERFLOW",
     "ContextOverflowConfig",
     "ContextOverflowConfigError",
+    "compact_after_overflow",
     "default_context_overflow_classifier",
     "resolve_context_overflow",
 ]
@@ -93,3 +95,34 @@ def default_context_overflow_classifier(error: Any) -> str | None:
     like a provider refusing a prompt that does not fit, else ``None``."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return CONTEXT_OVERFLOW if _OVERFLOW.search(text) else None
+
+
+async def compact_after_overflow(agent: Any, request_id: str, error: Any, compactions: int) -> bool:
+    """The reactive layer for ``agent``'s turn ``request_id``: True when ``error`` is an
+    overflow, the budget allows another run, and compaction shortened the transcript (now
+    persisted, replacing the old one in one transaction)."""
+    config = resolve_context_overflow(agent.context_overflow)
+    if config is None or compactions >= config.max_retries:
+        return False
+    if agent.classify_chat_error(error) != CONTEXT_OVERFLOW:
+        return False
+    before = agent.messages
+    compacted = await agent.compact_messages(list(before))
+    if compacted is None or len(dumps(compacted)) >= len(dumps(before)):
+        return False  # nothing shorter: the overflow surfaces
+
+    def replace() -> None:  # the compacted transcript, in its own order, all or nothing
+        agent._chat_store.clear()
+        agent.persist_messages(compacted)
+
+    agent.ctx.storage.transactionSync(replace)
+    agent._emit(
+        "chat:context:compacted",
+        {
+            "requestId": request_id,
+            "reason": "reactive",
+            "messagesBefore": len(before),
+            "messagesAfter": len(compacted),
+        },
+    )
+    return True
