@@ -12,32 +12,13 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
-
 from agents.chat import AIChatAgent, ChatMessageOptions, demo_model
 from doemu.testing.plugin import HarnessFactory
 
+from .chat_steps import _steps, gated_sleep, step
 from .polling import eventually
 
-#: Steps the "slow" reply may take (the model's sleep waits for one each).
-STEPS: asyncio.Queue[None] | None = None
-
-
-async def gated_sleep(_seconds: float) -> None:
-    assert STEPS is not None
-    await STEPS.get()
-
-
-def step(n: int = 1) -> None:
-    assert STEPS is not None
-    for _ in range(n):
-        STEPS.put_nowait(None)
-
-
-@pytest.fixture(autouse=True)
-def _steps() -> None:
-    global STEPS
-    STEPS = asyncio.Queue()
+__all__ = ["_steps", "gated_sleep", "step"]  # re-exported for the other chat tests
 
 
 class Chat(AIChatAgent):

@@ -14,40 +14,21 @@ stream a client joins.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
-
-import pytest
 
 from agents.chat import AIChatAgent, ChatMessageOptions
 from agents.chat.scripted import Delay, Fail, Raise, ScriptedModel, Text, ToolCall
 from doemu.testing.plugin import HarnessFactory
 
+from .chat_steps import _steps, gated_sleep, step
 from .polling import eventually
+
+__all__ = ["_steps"]  # the autouse fixture: a fresh step queue per test
 
 RESPONSE = "cf_agent_use_chat_response"
 MESSAGES = "cf_agent_chat_messages"
 CONNECT_FRAMES = ["cf_agent_stream_resuming", "cf_agent_identity", "cf_agent_mcp_servers"]
-
-STEPS: asyncio.Queue[None] | None = None
-
-
-async def gated_sleep(_seconds: float) -> None:
-    assert STEPS is not None
-    await STEPS.get()
-
-
-def step(n: int = 1) -> None:
-    assert STEPS is not None
-    for _ in range(n):
-        STEPS.put_nowait(None)
-
-
-@pytest.fixture(autouse=True)
-def _steps() -> None:
-    global STEPS
-    STEPS = asyncio.Queue()
 
 
 SLOW = Text(*(f"w{i} " for i in range(6)), delay_ms=1)
