@@ -34,7 +34,7 @@ from .fibers.recovery import FiberRecovery
 from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
-from .observability import Observability, generic_observability
+from .observability import Observability, agent_event, generic_observability
 from .options import AgentOptions
 from .queue import Queue, QueueItem
 from .retry import RetrySpec
@@ -110,30 +110,16 @@ class Agent(DurableObject):
         _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
 
     def _emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
-        """An observability event, as the SDK's ``_emit``: ``{type, agent, name, payload,
-        timestamp}`` to :attr:`observability` (``None`` silences the agent)."""
-        observability = self.observability
-        if observability is None:
-            return
-        try:
-            name = self.name
-        except Exception:  # no name yet (an id-only object): the id stands in
-            name = str(self.ctx.id)
-        observability.emit(
-            {
-                "type": event_type,
-                "agent": type(self).__name__,
-                "name": name,
-                "payload": payload or {},
-                "timestamp": self._core.now(),
-            }
-        )
+        """An observability event, as the SDK's ``_emit``, to :attr:`observability` (``None``
+        silences the agent)."""
+        if self.observability is not None:
+            event = agent_event(type(self).__name__, self.name, event_type, payload)
+            self.observability.emit({**event, "timestamp": self._core.now()})
 
     @property
     def name(self) -> str:
         """The agent's instance name (the ``<name>`` in ``/agents/<class>/<name>``)."""
-        # getattr: on Cloudflare an id without a name has the JS property undefined, which
-        # Pyodide reports as AttributeError rather than None.
+        # getattr: on Cloudflare a nameless id's undefined JS property raises AttributeError.
         name = getattr(self.ctx.id, "name", None)
         return str(name if name is not None else self.ctx.id)
 
@@ -402,13 +388,8 @@ class Agent(DurableObject):
         At activation this runs inside ``blockConcurrencyWhile`` (30 s limit): start resumed work
         in the background, ``self.ctx.waitUntil(self.run_fiber(ctx.name, ...))``, and return.
         """
-        _log.warning(
-            "agent %s: fiber %r (%s) was interrupted and on_fiber_recovered is not overridden; "
-            "its work is dropped",
-            self.name,
-            ctx.name,
-            ctx.id,
-        )
+        _log.warning("agent %s: fiber %r (%s) was interrupted and on_fiber_recovered is not "
+                     "overridden; its work is dropped", self.name, ctx.name, ctx.id)  # fmt: skip
         return None
 
     # -- managed fibers -------------------------------------------------------------------------

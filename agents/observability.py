@@ -23,6 +23,7 @@ __all__ = [
     "Observability",
     "ObservabilityEvent",
     "Subscriber",
+    "agent_event",
     "channel_of",
     "generic_observability",
     "publish",
@@ -55,6 +56,13 @@ def channel_of(event_type: str) -> str:
     if event_type == "rpc" or event_type.startswith("rpc:"):
         return "rpc"
     return event_type.split(":", 1)[0]
+
+
+def agent_event(
+    agent_class: str, name: str, event_type: str, payload: dict[str, Any] | None
+) -> ObservabilityEvent:
+    """``{type, agent, name, payload}`` (the caller adds ``timestamp`` from its clock)."""
+    return {"type": event_type, "agent": agent_class, "name": name, "payload": payload or {}}
 
 
 def subscribe(channel: str, callback: Subscriber) -> Callable[[], None]:

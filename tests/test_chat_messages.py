@@ -10,18 +10,20 @@ from typing import Any
 
 import pytest
 
-from agents.chat.messages import (
-    AssistantMessage,
+from agents.chat.incoming import (
     auto_transform_message,
     auto_transform_messages,
-    is_replay_chunk,
     is_valid_message,
+    validate_message,
+)
+from agents.chat.messages import (
+    AssistantMessage,
+    is_replay_chunk,
     new_assistant_id,
     normalize_tool_input,
     origin_message_ids,
     partial_parts,
     plain_text_chunks,
-    validate_message,
 )
 from agents.core.protocol import dumps
 from agents.errors import AgentsError, InvalidMessageError

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from js import Date
 from workers import DurableObject
 
+from agents.chat.replay import replay_errored_frames, replay_frames
 from agents.chat.streams import ResumableStreams, create_tables, stored_chunk_bytes
 from doemu.testing.plugin import HarnessFactory
 
@@ -64,7 +65,10 @@ class Streams(DurableObject):
         return self._streams.cutover(None, delete_rows=delete_rows)
 
     async def replay(self, request_id: str, live: bool) -> list[str]:
-        return self._streams.replay_frames(request_id, live=live)
+        return replay_frames(self._streams, request_id, live=live)
+
+    async def replay_errored(self, request_id: str) -> list[str]:
+        return replay_errored_frames(self._streams, request_id)
 
     async def state(self) -> dict[str, Any]:
         return {
@@ -489,11 +493,11 @@ async def test_replay_of_an_errored_stream_for_the_terminal_record(
     await stub.start("r2", "a2", False, ["u2"])
     await stub.store(deltas(2))
     await stub.call("mark_error", "custom error: model exploded")
-    assert await stub.call("replay_errored_frames", "r2") == [
+    assert await stub.replay_errored("r2") == [
         r13("r2", delta(0), 0),
         r13("r2", delta(1), 1),
     ]
-    assert await stub.call("replay_errored_frames", "r1") == []
+    assert await stub.replay_errored("r1") == []
     # Not completed, so a plain ACK gets the bare frame, with the errored row's messageIds.
     assert await stub.replay("r2", False) == [
         '{"body":"","done":true,"id":"r2","type":"cf_agent_use_chat_response","replay":true,'

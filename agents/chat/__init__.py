@@ -1,10 +1,12 @@
 """``AIChatAgent`` and the chat layer: durable chat turns, resumable streams and the SDK's chat
 protocol, so Cloudflare's ``useAgentChat`` talks to a Python agent unchanged.
 
-Layers, top to bottom: ``agent`` (the class) → ``turn`` (one turn), ``resume`` (the handshake)
-→ ``reply`` (reading a reply), ``turns`` (the queue), ``store`` and ``streams`` (SQLite) →
-``scripted``, ``producers`` (making UI-message streams) → ``messages``, ``reconcile`` → ``parts``
-→ ``chunks``, ``frames`` (the vocabulary and the wire).
+Layers, top to bottom: ``agent`` (the façade) → ``requests`` (requests, queueing turns),
+``recovering``, ``submissions`` → ``turn`` (one turn), ``resume`` (the handshake), ``overflow``,
+``repair`` → ``reply`` (reading a reply), ``replay`` → ``turns`` (the queue), ``store`` and
+``streams`` (SQLite), ``stream_rows`` → ``scripted``, ``producers`` (making UI-message streams)
+→ ``incoming`` (what clients send) → ``messages``, ``reconcile`` → ``parts`` → ``chunks``,
+``frames`` (the vocabulary and the wire); ``recovery/`` is the pure budget math.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ from .recovery import (
     resolve_chat_recovery,
 )
 from .repair import client_tool_names, default_repair, repair_interrupted_tool_parts
-from .requests import chat_request, set_messages
+from .requests import chat_request, enqueue_turn, set_messages
 from .resume import ResumeHandshake
 from .store import MessageStore, RequestContext
 from .store import create_tables as create_message_tables
@@ -64,9 +64,6 @@ from .turn import ChatMessageOptions, TurnRunner, TurnSpec, new_request_id
 from .turns import (
     SubmitPolicy,
     TurnQueue,
-    TurnSkipped,
-    merge_queued_user_messages,
-    wait_for_time,
 )
 
 __all__ = ["CHAT_FIBER_PREFIX", "AIChatAgent", "ChatMessageOptions"]
@@ -399,13 +396,6 @@ class AIChatAgent(Agent):
             await self._chat_recovery.run(payload)
 
     # -- requests ---------------------------------------------------------------------------------
-    def _chat_merge(self, generation: int) -> None:
-        """``merge``: collapse the user messages queued since the first overlap into one."""
-        start = self._chat_merge_start.get(generation)
-        merged = None if start is None else merge_queued_user_messages(self.messages, start)
-        if merged is not None:
-            self._chat_persist_and_broadcast(merged, (), delete_stale=True)
-
     def _chat_clear(self, connection: Connection) -> None:
         self._chat_merge_start.clear()
         self._chat_queue.bump_generation()
@@ -430,45 +420,7 @@ class AIChatAgent(Agent):
     # -- turns ------------------------------------------------------------------------------------
     async def _chat_enqueue(self, spec: TurnSpec) -> dict[str, Any]:
         """Queue a turn; run it (in its fiber) when its time comes. Returns its result."""
-        generation = self._chat_queue.generation
-        decision = spec.decision
-
-        def check() -> None:
-            if generation != self._chat_queue.generation:
-                raise TurnSkipped(f"turn {spec.request_id} was enqueued before a clear")
-            if decision is not None and self._chat_policy.superseded(decision):
-                raise TurnSkipped(f"turn {spec.request_id} was superseded")
-
-        async def run() -> dict[str, Any]:
-            # At the head of the queue, in the SDK's order: superseded? debounce, check again;
-            # merge what was queued meanwhile, check again.
-            check()
-            if decision is not None and decision.debounce_until is not None:
-                await wait_for_time(self._core.now, decision.debounce_until)
-                check()
-            if decision is not None and decision.merge:
-                self._chat_merge(generation)
-                check()
-            return await self._chat_fiber(spec)
-
-        try:
-            result = await self._chat_queue.run(spec.request_id, run, generation=generation)
-        except TurnSkipped:
-            if spec.sender is not None:
-                spec.sender._send_quiet(
-                    frames.response_frame(
-                        spec.request_id, done=True, outcome="skipped", message_ids=spec.origin_ids
-                    )
-                )
-            return {"requestId": spec.request_id, "status": "skipped"}
-        finally:
-            if not self._chat_queue.busy:
-                self._chat_merge_start.pop(generation, None)
-        try:
-            await self.on_chat_response(result)
-        except Exception as exc:
-            await self._core.report(exc, spec.sender)
-        return result
+        return await enqueue_turn(self, spec)
 
     async def _chat_fiber(self, spec: TurnSpec) -> dict[str, Any]:
         envelope = self._chat_runner.snapshot(spec)

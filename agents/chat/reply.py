@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from .chunks import Chunk, SseDecoder, is_event_stream
 from .messages import plain_text_chunks
+from .turns import wait_for_time
 
-__all__ = ["AbortScope", "is_response", "reply_chunks"]
+__all__ = ["AbortScope", "StallWatchdog", "is_response", "reply_chunks"]
 
 
 def is_response(value: Any) -> bool:
@@ -79,6 +80,44 @@ class AbortScope:
                 pass
             return False
         return kind is asyncio.CancelledError
+
+
+class StallWatchdog:
+    """``async with`` around reading a reply: when no chunk comes for ``timeout_ms`` (by the
+    agent's clock), the turn's ``abort`` is set — which cancels the stalled read and closes the
+    upstream request, rather than leaving it open until the provider gives up — and
+    :attr:`stalled` says why. ``timeout_ms`` 0: off."""
+
+    __slots__ = ("_abort", "_last", "_now", "_task", "_timeout", "stalled")
+
+    def __init__(self, now: Callable[[], float], timeout_ms: float, abort: asyncio.Event) -> None:
+        self._now = now
+        self._timeout = timeout_ms
+        self._abort = abort
+        self._last = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self.stalled = False
+
+    def fed(self) -> None:
+        """A chunk arrived."""
+        self._last = self._now()
+
+    async def _watch(self) -> None:
+        while not self._abort.is_set():
+            await wait_for_time(self._now, self._last + self._timeout)
+            if self._now() >= self._last + self._timeout and not self._abort.is_set():
+                self.stalled = True
+                self._abort.set()
+
+    async def __aenter__(self) -> StallWatchdog:
+        if self._timeout > 0:
+            self._last = self._now()
+            self._task = asyncio.ensure_future(self._watch())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 def _as_bytes(piece: Any) -> bytes:

@@ -1,4 +1,4 @@
-"""Chat requests from a connection: ``cf_agent_use_chat_request`` and ``cf_agent_chat_messages``.
+"""Chat requests: ``cf_agent_use_chat_request`` and ``cf_agent_chat_messages``, and queueing turns.
 
 Functions of the agent (its private chat parts), kept apart from the façade in
 :mod:`agents.chat.agent`: what a request does before its turn runs — parse and validate it,
@@ -16,12 +16,13 @@ from ..core.connections import Connection
 from ..errors import InvalidMessageError
 from . import frames
 from .frames import ChatFrame
-from .messages import auto_transform_messages, origin_message_ids, validate_message
+from .incoming import auto_transform_messages, validate_message
+from .messages import origin_message_ids
 from .recovery import CHAT_LAST_TERMINAL_KEY
 from .turn import TurnSpec
-from .turns import parse_policy
+from .turns import TurnSkipped, merge_queued_user_messages, parse_policy, wait_for_time
 
-__all__ = ["chat_error", "chat_request", "set_messages"]
+__all__ = ["chat_error", "chat_request", "enqueue_turn", "merge_queued", "set_messages"]
 
 _log = logging.getLogger("agents.chat")
 
@@ -90,7 +91,7 @@ def chat_request(agent: Any, connection: Connection, frame: ChatFrame) -> None:
     agent._chat_broadcast(frames.messages_frame(incoming), exclude=[connection.id])
     agent._chat_broadcast(frames.messages_frame(merged), exclude=[connection.id])
     if decision.merge:
-        agent._chat_merge(generation)
+        merge_queued(agent, generation)
     spec = TurnSpec(
         request_id,
         origin_ids=origin,
@@ -110,3 +111,56 @@ def set_messages(agent: Any, connection: Connection, frame: ChatFrame) -> None:
         _log.warning("agent %s: cf_agent_chat_messages refused: %s", agent.name, exc)
         return
     agent.persist_messages(incoming, exclude_broadcast_ids=[connection.id])
+
+
+def merge_queued(agent: Any, generation: int) -> None:
+    """``merge``: collapse the user messages queued since the first overlap into one."""
+    start = agent._chat_merge_start.get(generation)
+    merged = None if start is None else merge_queued_user_messages(agent.messages, start)
+    if merged is not None:
+        agent._chat_persist_and_broadcast(merged, (), delete_stale=True)
+
+
+async def enqueue_turn(agent: Any, spec: TurnSpec) -> dict[str, Any]:
+    """Queue a turn; run it (in its fiber) when its time comes. Returns its result."""
+    generation = agent._chat_queue.generation
+    decision = spec.decision
+
+    def check() -> None:
+        if generation != agent._chat_queue.generation:
+            raise TurnSkipped(f"turn {spec.request_id} was enqueued before a clear")
+        if decision is not None and agent._chat_policy.superseded(decision):
+            raise TurnSkipped(f"turn {spec.request_id} was superseded")
+
+    async def run() -> dict[str, Any]:
+        # At the head of the queue, in the SDK's order: superseded? debounce, check again;
+        # merge what was queued meanwhile, check again.
+        check()
+        if decision is not None and decision.debounce_until is not None:
+            await wait_for_time(agent._core.now, decision.debounce_until)
+            check()
+        if decision is not None and decision.merge:
+            merge_queued(agent, generation)
+            check()
+        finished: dict[str, Any] = await agent._chat_fiber(spec)
+        return finished
+
+    try:
+        result = await agent._chat_queue.run(spec.request_id, run, generation=generation)
+    except TurnSkipped:
+        if spec.sender is not None:
+            spec.sender._send_quiet(
+                frames.response_frame(
+                    spec.request_id, done=True, outcome="skipped", message_ids=spec.origin_ids
+                )
+            )
+        return {"requestId": spec.request_id, "status": "skipped"}
+    finally:
+        if not agent._chat_queue.busy:
+            agent._chat_merge_start.pop(generation, None)
+    try:
+        await agent.on_chat_response(result)
+    except Exception as exc:
+        await agent._core.report(exc, spec.sender)
+    answer: dict[str, Any] = result
+    return answer

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..core.connections import Connection
 from . import frames
+from .replay import replay_frames
 from .streams import ActiveStream, ResumableStreams
 from .turns import TurnQueue
 
@@ -102,7 +103,7 @@ class ResumeHandshake:
             )
             return None
         live = active.live if active is not None else False
-        for frame in self._streams.replay_frames(request_id, live=live):
+        for frame in replay_frames(self._streams, request_id, live=live):
             if not connection._send_quiet(frame):
                 return None  # gone mid-replay: the stream waits for the next attempt
         return active if active is not None and not active.live else None

@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ..core.protocol import dumps
-from ..core.sql import execute, query_rows
-from .messages import is_valid_message
+from ..core.sql import delete_in, execute, query_rows
+from .incoming import is_valid_message
 from .reconcile import reconcile_messages
 
 __all__ = [
@@ -75,8 +75,6 @@ PROVIDER_TOOL_MAX_STRING_LENGTH: Final = 500
 _OPAQUE_KEY_PREFIX = "encrypted"
 #: Anthropic's web tools replay their outputs on later turns: never truncated.
 _PRESERVED_PROVIDER_TOOLS = frozenset({"web_search", "web_fetch"})
-#: Cloudflare's limit on bound parameters per statement.
-_MAX_PARAMS = 100
 
 
 def create_tables(sql: Any) -> None:
@@ -300,12 +298,7 @@ class MessageStore:
         """Delete these messages; returns how many of them were in the transcript."""
         self._ensure_loaded()
         doomed = list(dict.fromkeys(ids))
-        for start in range(0, len(doomed), _MAX_PARAMS):
-            batch = doomed[start : start + _MAX_PARAMS]
-            marks = ",".join("?" * len(batch))
-            execute(
-                self._sql, f"DELETE FROM cf_ai_chat_agent_messages WHERE id IN ({marks})", *batch
-            )
+        delete_in(self._sql, "cf_ai_chat_agent_messages", "id", doomed)
         gone = set(doomed)
         before = len(self._messages)
         self._messages = [m for m in self._messages if m["id"] not in gone]

@@ -4,17 +4,9 @@ A client that reconnects mid-turn (or after a restart) acknowledges ``cf_agent_s
 and is sent every stored chunk again, then either "keep listening" or "done" (research §1.6).
 :class:`ResumableStreams` is the store behind that: ``ResumableStream`` of ``agents`` 0.32.0 on
 DESIGN.md's tables. Clients never see tables; they see the frames, and those are the published
-package's byte for byte (:meth:`ResumableStreams.replay_frames`).
+package's byte for byte (:mod:`agents.chat.replay` builds them from this store).
 
-**Tables.** ``cf_ai_chat_stream_metadata`` has one row per turn stream: ``status`` is
-``streaming``, ``completed`` or ``error``; ``request_id`` the turn's request; ``message_id``
-the assistant message it produces (so a recovered partial lands on the right message);
-``is_continuation``, ``origin_message_ids`` (JSON, echoed as ``messageIds`` on replayed
-terminals), ``seq_base`` (the ``seq`` of its first chunk), ``outcome`` (how it ended, unless
-normally); times in ms. ``cf_ai_chat_stream_chunks`` holds *segments*: ``chunk_index`` counts
-segments per stream, and a segment's ``body`` is one chunk body, or a JSON array of bodies when
-several were flushed together (the SDK's packing: a flush is one row write, not ten).
-Chunk bodies are the exact JSON texts that were broadcast; nothing here re-serialises them.
+**Tables** and row types: :mod:`agents.chat.stream_rows`.
 
 **Buffering (§3.4).** Chunks are buffered and flushed as one segment when the buffer reaches 10
 chunks; before adding when it already holds 100, or when the new chunk would take it past
@@ -38,16 +30,24 @@ newest ``streaming`` row the active stream, not live: an orphan whose producer d
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Final, Literal
+from dataclasses import replace
+from typing import Any, ClassVar
 
 from ..core.protocol import dumps
-from ..core.sql import execute, query_rows
-from .frames import USE_CHAT_RESPONSE, Outcome
+from ..core.sql import delete_in, execute, query_rows
+from .frames import Outcome
+from .stream_rows import (
+    SCHEMA,
+    ActiveStream,
+    StreamRecord,
+    StreamStatus,
+    create_tables,
+    stored_chunk_bytes,
+    unpack_segment,
+)
 
 __all__ = [
     "SCHEMA",
@@ -56,175 +56,12 @@ __all__ = [
     "StreamRecord",
     "StreamStatus",
     "create_tables",
-    "replay_chunk_frame",
-    "replay_control_frame",
     "stored_chunk_bytes",
 ]
 
 _log = logging.getLogger("agents.chat")
 
-StreamStatus = Literal["streaming", "completed", "error"]
-
-SCHEMA: Final[tuple[str, ...]] = (
-    # The legacy SDK's columns first, in its order; then what 0.32.0 keeps in stream metadata.
-    """CREATE TABLE IF NOT EXISTS cf_ai_chat_stream_metadata (
-  id TEXT PRIMARY KEY,
-  request_id TEXT NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('streaming', 'completed', 'error')),
-  created_at INTEGER NOT NULL,
-  completed_at INTEGER,
-  message_id TEXT,
-  is_continuation INTEGER NOT NULL DEFAULT 0,
-  origin_message_ids TEXT,
-  seq_base INTEGER NOT NULL DEFAULT 0,
-  outcome TEXT,
-  error_message TEXT,
-  updated_at INTEGER NOT NULL
-)""",
-    "CREATE INDEX IF NOT EXISTS idx_stream_metadata_request_id "
-    "ON cf_ai_chat_stream_metadata(request_id, created_at)",
-    """CREATE TABLE IF NOT EXISTS cf_ai_chat_stream_chunks (
-  id TEXT PRIMARY KEY,
-  stream_id TEXT NOT NULL,
-  body TEXT NOT NULL,
-  chunk_index INTEGER NOT NULL,
-  created_at INTEGER NOT NULL
-)""",
-    "CREATE INDEX IF NOT EXISTS idx_stream_chunks_stream_id "
-    "ON cf_ai_chat_stream_chunks(stream_id, chunk_index)",
-)
-
-#: Cloudflare's limit on bound parameters per statement.
-_MAX_PARAMS = 100
 _NEWEST_FIRST = "ORDER BY created_at DESC, rowid DESC"
-
-
-def create_tables(sql: Any) -> None:
-    """Run :data:`SCHEMA` on ``sql`` (``ctx.storage.sql``); idempotent."""
-    for statement in SCHEMA:
-        execute(sql, statement)
-
-
-def stored_chunk_bytes(body: str) -> int:
-    """``storedChunkBytes``: UTF-8 bytes of ``JSON.stringify(body)`` (the escaped form)."""
-    return len(json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-
-
-def replay_chunk_frame(request_id: str, body: str, seq: int, *, continuation: bool) -> str:
-    """R13: one replayed chunk, keys in ``sendReplayBodies``' order (``seq`` before
-    ``continuation``, unlike live frames' builder ``frames.response_frame``)."""
-    frame: dict[str, Any] = {
-        "body": body,
-        "done": False,
-        "id": request_id,
-        "type": USE_CHAT_RESPONSE,
-        "replay": True,
-        "seq": seq,
-    }
-    if continuation:
-        frame["continuation"] = True
-    return dumps(frame)
-
-
-def replay_control_frame(
-    request_id: str,
-    *,
-    done: bool,
-    replay_complete: bool = False,
-    continuation: bool = False,
-    message_ids: Sequence[str] | None = None,
-    outcome: Outcome | None = None,
-) -> str:
-    """R14/R15/R16: the end of a replay, keys in ``sendReplayControl``' order.
-
-    ``messageIds`` then ``outcome``, both only on ``done`` frames (the live terminal frames put
-    ``outcome`` first: this is why replays do not use ``frames.response_frame``).
-    """
-    frame: dict[str, Any] = {
-        "body": "",
-        "done": done,
-        "id": request_id,
-        "type": USE_CHAT_RESPONSE,
-        "replay": True,
-    }
-    if replay_complete:
-        frame["replayComplete"] = True
-    if continuation:
-        frame["continuation"] = True
-    if done and message_ids:
-        frame["messageIds"] = list(message_ids)
-    if done and outcome:
-        frame["outcome"] = outcome
-    return dumps(frame)
-
-
-def _unpack(segment: str) -> list[str]:
-    """A stored segment's chunk bodies: a JSON array of bodies, else the body itself (a chunk
-    body is a JSON object's text, so it never reads as an array)."""
-    try:
-        value = json.loads(segment)
-    except ValueError:
-        return [segment]
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return value
-    return [segment]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamRecord:
-    """One ``cf_ai_chat_stream_metadata`` row."""
-
-    id: str
-    request_id: str
-    status: StreamStatus
-    message_id: str | None
-    continuation: bool
-    origin_message_ids: tuple[str, ...] | None
-    seq_base: int
-    outcome: Outcome | None
-    error_message: str | None
-    created_at: int
-    completed_at: int | None
-    updated_at: int
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> StreamRecord:
-        origin: tuple[str, ...] | None = None
-        if row.get("origin_message_ids"):
-            try:
-                ids = json.loads(row["origin_message_ids"])
-                origin = tuple(str(i) for i in ids) if isinstance(ids, list) and ids else None
-            except ValueError:
-                origin = None
-        return cls(
-            id=str(row["id"]),
-            request_id=str(row["request_id"]),
-            status=row["status"],
-            message_id=row.get("message_id"),
-            continuation=bool(row.get("is_continuation")),
-            origin_message_ids=origin,
-            seq_base=int(row.get("seq_base") or 0),
-            outcome=row.get("outcome"),
-            error_message=row.get("error_message"),
-            created_at=int(row["created_at"]),
-            completed_at=None if row.get("completed_at") is None else int(row["completed_at"]),
-            updated_at=int(row["updated_at"]),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ActiveStream:
-    """The stream a connecting client is told about (``cf_agent_stream_resuming``).
-
-    ``live`` is False for a stream restored on wake: its producer died with the old process.
-    """
-
-    stream_id: str
-    request_id: str
-    continuation: bool
-    live: bool
-    message_id: str | None
-    origin_message_ids: tuple[str, ...] | None
 
 
 class ResumableStreams:
@@ -328,7 +165,7 @@ class ResumableStreams:
             "SELECT body FROM cf_ai_chat_stream_chunks WHERE stream_id = ? ORDER BY chunk_index",
             stream_id,
         )
-        return [body for row in rows for body in _unpack(row["body"])]
+        return [body for row in rows for body in unpack_segment(row["body"])]
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(
@@ -539,82 +376,7 @@ class ResumableStreams:
         self._active = self._pending_cutover = self._last_closed = None
         self._next_seq = None
 
-    # -- replay ------------------------------------------------------------------------------------
-    def replay_frames(self, request_id: str, *, live: bool) -> list[str]:
-        """The frames answering a resume ACK for ``request_id`` (research §1.6, R13–R16).
-
-        * Another request's stream is active: ``[]`` (the ACK is ignored).
-        * ``live``: the stored chunks (R13) of the request's active stream — or of its
-          just-closed stream whose terminal frames the agent still holds — then R14
-          ``replayComplete``; only R14 when the rows are gone.
-        * not ``live``, the request's stream is the active one (an orphan restored on wake):
-          R13… then R15 (``done``, ``outcome: "aborted"``, its ``messageIds``). The caller then
-          settles it with ``complete(stream_id, "aborted")`` and persists the partial — only
-          once the frames were sent, so a socket that closed mid-replay leaves it for the next.
-        * not ``live``, a completed stream of the request exists: R13… then R16 with its
-          ``messageIds`` and ``outcome``; else the bare R16, whose ``messageIds``/``outcome``
-          come from the newest stream or the memory of the last 32 deleted ones.
-
-        ``seq`` of replayed chunks starts at the stream's ``seq_base``.
-        """
-        self.flush()
-        active = self._active
-        if active is not None and active.request_id != request_id:
-            return []
-        record: StreamRecord | None
-        if active is not None:
-            record = self.stream(active.stream_id)
-        elif live:
-            closed = self.stream(self._last_closed) if self._last_closed else None
-            record = closed if closed is not None and closed.request_id == request_id else None
-        else:
-            record = self.latest(request_id, "completed")
-        frames = self._chunk_frames(record) if record is not None else []
-        continuation = record.continuation if record is not None else False
-        if live:
-            frames.append(
-                replay_control_frame(
-                    request_id, done=False, replay_complete=True, continuation=continuation
-                )
-            )
-        elif record is not None:
-            outcome: Outcome | None = "aborted" if active is not None else record.outcome
-            frames.append(
-                replay_control_frame(
-                    request_id,
-                    done=True,
-                    continuation=continuation,
-                    message_ids=record.origin_message_ids,
-                    outcome=outcome,
-                )
-            )
-        else:
-            frames.append(
-                replay_control_frame(
-                    request_id,
-                    done=True,
-                    message_ids=self.origin_message_ids(request_id),
-                    outcome=self.outcome(request_id),
-                )
-            )
-        return frames
-
-    def replay_errored_frames(self, request_id: str) -> list[str]:
-        """R13 frames of the request's newest errored stream, no terminal: what precedes the
-        terminal record's error frame (R17). ``[]`` when it has none."""
-        self.flush()
-        record = self.latest(request_id, "error")
-        return self._chunk_frames(record) if record is not None else []
-
     # -- internals ---------------------------------------------------------------------------------
-    def _chunk_frames(self, record: StreamRecord) -> list[str]:
-        return [
-            replay_chunk_frame(
-                record.request_id, body, record.seq_base + i, continuation=record.continuation
-            )
-            for i, body in enumerate(self.stored_bodies(record.id))
-        ]
-
     def _next_seq_for_request(self, request_id: str) -> int:
         prior = self.latest(request_id)
         if prior is None:
@@ -679,14 +441,5 @@ class ResumableStreams:
                 self._deleted[record.request_id] = (record.origin_message_ids, record.outcome)
                 while len(self._deleted) > self.remembered_deletions:
                     self._deleted.popitem(last=False)
-        for start in range(0, len(ids), _MAX_PARAMS):
-            batch = ids[start : start + _MAX_PARAMS]
-            marks = ",".join("?" * len(batch))
-            execute(
-                self._sql,
-                f"DELETE FROM cf_ai_chat_stream_chunks WHERE stream_id IN ({marks})",
-                *batch,
-            )
-            execute(
-                self._sql, f"DELETE FROM cf_ai_chat_stream_metadata WHERE id IN ({marks})", *batch
-            )
+        delete_in(self._sql, "cf_ai_chat_stream_chunks", "stream_id", ids)
+        delete_in(self._sql, "cf_ai_chat_stream_metadata", "id", ids)

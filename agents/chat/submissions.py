@@ -23,7 +23,8 @@ from typing import Any
 
 from ..core.protocol import dumps
 from ..core.sql import execute, query_rows
-from .messages import UIMessage, auto_transform_messages, validate_message
+from .incoming import auto_transform_messages, validate_message
+from .messages import UIMessage
 from .turn import TurnSpec, new_request_id
 
 __all__ = ["SUBMISSION_STATUSES", "Submissions", "create_tables"]

@@ -25,7 +25,6 @@ import inspect
 import json
 import logging
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +40,9 @@ from .chunks import (
 from .frames import ChatFrame
 from .messages import AssistantMessage, UIMessage
 from .parts import find_tool_part
-from .reply import AbortScope, reply_chunks
+from .reply import AbortScope, StallWatchdog, reply_chunks
 from .streams import ActiveStream
-from .turns import Decision, wait_for_time
+from .turns import Decision
 
 __all__ = ["ChatMessageOptions", "TurnRunner", "TurnSpec"]
 
@@ -79,44 +78,6 @@ _COMPACTED: Any = object()
 def new_request_id() -> str:
     """A ``nanoid()``-like id (21 URL-safe characters), as the SDK's server-side ids."""
     return secrets.token_urlsafe(16)[:21]
-
-
-class StallWatchdog:
-    """``async with`` around reading a reply: when no chunk comes for ``timeout_ms`` (by the
-    agent's clock), the turn's ``abort`` is set — which cancels the stalled read and closes the
-    upstream request, rather than leaving it open until the provider gives up — and
-    :attr:`stalled` says why. ``timeout_ms`` 0: off."""
-
-    __slots__ = ("_abort", "_last", "_now", "_task", "_timeout", "stalled")
-
-    def __init__(self, now: Callable[[], float], timeout_ms: float, abort: asyncio.Event) -> None:
-        self._now = now
-        self._timeout = timeout_ms
-        self._abort = abort
-        self._last = 0.0
-        self._task: asyncio.Task[None] | None = None
-        self.stalled = False
-
-    def fed(self) -> None:
-        """A chunk arrived."""
-        self._last = self._now()
-
-    async def _watch(self) -> None:
-        while not self._abort.is_set():
-            await wait_for_time(self._now, self._last + self._timeout)
-            if self._now() >= self._last + self._timeout and not self._abort.is_set():
-                self.stalled = True
-                self._abort.set()
-
-    async def __aenter__(self) -> StallWatchdog:
-        if self._timeout > 0:
-            self._last = self._now()
-            self._task = asyncio.ensure_future(self._watch())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
 
 
 @dataclass

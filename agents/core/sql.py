@@ -14,7 +14,10 @@ from typing import Any
 
 from ..errors import SqlQueryError
 
-__all__ = ["execute", "query_rows"]
+__all__ = ["MAX_PARAMS", "delete_in", "execute", "query_rows"]
+
+#: Cloudflare's limit on bound parameters per SQL statement.
+MAX_PARAMS = 100
 
 
 def query_rows(sql: Any, query: str, *params: Any) -> list[dict[str, Any]]:
@@ -31,3 +34,12 @@ def query_rows(sql: Any, query: str, *params: Any) -> list[dict[str, Any]]:
 def execute(sql: Any, query: str, *params: Any) -> None:
     """Run a statement whose rows are not needed (storage errors propagate unchanged)."""
     sql.exec(query, *params)
+
+
+def delete_in(sql: Any, table: str, column: str, values: list[Any]) -> None:
+    """``DELETE FROM table WHERE column IN (values)``, in batches of :data:`MAX_PARAMS` bound
+    parameters (``table`` and ``column`` are the caller's constants, never user input)."""
+    for start in range(0, len(values), MAX_PARAMS):
+        batch = values[start : start + MAX_PARAMS]
+        marks = ",".join("?" * len(batch))
+        execute(sql, f"DELETE FROM {table} WHERE {column} IN ({marks})", *batch)
