@@ -23,6 +23,9 @@ class Submitting(Recovering):
     async def submit(self, messages: Any, key: str | None = None) -> Any:
         return await self.submit_messages(messages, idempotency_key=key, metadata={"k": key})
 
+    async def submit_as(self, sid: str, messages: Any) -> Any:
+        return await self.submit_messages(messages, submission_id=sid)
+
     def inspect(self, sid: str) -> Any:
         return self.inspect_submission(sid)
 
@@ -62,14 +65,18 @@ async def test_submissions_are_answered_in_order_and_once_per_key(
     again = await stub.submit([user("u1-again", "hi")], "k1")
     assert first["accepted"] and second["accepted"] and not again["accepted"]
     assert again["submissionId"] == first["submissionId"]
-    await eventually(lambda: _all(stub, "completed", 2), what="both submissions answered")
+    named = await stub.submit_as("mine", [user("u3", "hi")])
+    assert named["accepted"] and named["submissionId"] == "mine"
+    taken = await stub.submit_as("mine", [user("u4", "hi")])  # the first one stands
+    assert not taken["accepted"] and taken["messages"][0]["id"] == "u3"
+    await eventually(lambda: _all(stub, "completed", 3), what="the three submissions answered")
     roles = [(m["id"], m["role"]) for m in await stub.transcript()]
-    assert [r for r in roles if r[1] == "user"] == [("u1", "user"), ("u2", "user")]
-    assert [r[1] for r in roles] == ["user", "assistant", "user", "assistant"]
+    assert [r for r in roles if r[1] == "user"] == [("u1", "user"), ("u2", "user"), ("u3", "user")]
+    assert [r[1] for r in roles] == ["user", "assistant"] * 3
     done = await stub.inspect(first["submissionId"])
     assert done["status"] == "completed" and done["metadata"] == {"k": "k1"}
     assert done["requestId"] and done["startedAt"] and done["completedAt"]
-    assert await stub.delete() == 2 and await stub.listed() == []
+    assert await stub.delete() == 3 and await stub.listed() == []
 
 
 async def _all(stub: Any, status: str, n: int) -> bool:

@@ -113,8 +113,8 @@ class Submissions:
                 return {**_public(rows[0]), "accepted": False}
         checked = [validate_message(m) for m in auto_transform_messages(list(messages))]
         sid = submission_id or secrets.token_urlsafe(12)
-        if self._row(sid) is not None:
-            return {**_public(self._row(sid) or {}), "accepted": False}
+        if (taken := self._row(sid)) is not None:  # an id given twice: the first one stands
+            return {**_public(taken), "accepted": False}
         execute(
             self._sql,
             "INSERT INTO cf_ai_chat_submissions (submission_id, idempotency_key, status, "
