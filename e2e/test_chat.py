@@ -26,7 +26,7 @@ import httpx
 import pytest
 import websockets
 
-from tests.polling import eventually_sync
+from tests.polling import eventually, eventually_sync
 
 from .harness import DevServer
 
@@ -141,10 +141,7 @@ def test_a_reply_cut_by_sigkill_is_continued_after_the_restart(
             socket = Socket(ws)
             pump = asyncio.ensure_future(socket.pump())
             await ws.send(_request("r1", "slow", "u1", 150))
-            for _ in range(400):
-                if len(socket.chunks()) >= 14:
-                    break
-                await asyncio.sleep(0.01)
+            await eventually(lambda: len(socket.chunks()) >= 14, within=10, what="14 chunks")
             await asyncio.get_running_loop().run_in_executor(None, server.kill)
             await asyncio.gather(pump, return_exceptions=True)
             return socket.chunks()
@@ -177,10 +174,10 @@ def test_a_reply_cut_by_sigkill_is_continued_after_the_restart(
             socket = Socket(ws)
             pump = asyncio.ensure_future(socket.pump())
             await ws.send(json.dumps({"type": "cf_agent_stream_resume_request", "probeId": "p"}))
-            for _ in range(500):
-                if any(f.get("type") == "cf_agent_stream_resume_none" for f in socket.frames):
-                    break
-                await asyncio.sleep(0.01)
+            await eventually(
+                lambda: any(f.get("type") == "cf_agent_stream_resume_none" for f in socket.frames),
+                what="the probe's answer",
+            )
             pump.cancel()
             return socket.frames
 
