@@ -1,282 +1,36 @@
-"""``doemu``: the command line (click). ``doemu dev`` serves a worker; the other commands inspect
-and control a running server through the admin API, or read the persist dir when none runs.
-
-Every expected failure (a bad config, a bad setting, a busy port, no server for ``evict``) is a
-one-line ``Error: …`` and exit code 1; tracebacks are kept for bugs and for the user's own code.
-
-This module only declares the commands and echoes their results: what ``doemu dev`` does lives in
-:mod:`doemu.server.devserver`, reading a persist dir when no server runs in
-:mod:`doemu.inspection.offline`.
-
-Start-up time matters (a restart after a crash is measured to its first answered request), so
-what only the inspection commands use (the admin API client, the offline readers) is imported
-inside those commands, never on the way to ``doemu dev`` serving.
-"""
+"""The inspection and control commands (``objects``, ``alarms``, ``kv``, ``sql``, ``evict``…):
+through a running server's admin API, else by reading its persist dir."""
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import shlex
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import click
 
-from . import __version__
-from .config import (
-    CLOCKS,
-    DURABILITY_LEVELS,
-    LOOPS,
+from ..config import (
     DoemuSettings,
     DurableObjectBinding,
     WorkerConfig,
     display_path,
-    find_pyproject,
-    load_config,
-    parse_var_options,
-    resolve_settings,
-    resolve_vars,
 )
-from .errors import DoemuError
-from .server.devserver import (
+from ..errors import DoemuError
+from ..server.devserver import (
     browsable_url,
-    load_worker,
     read_server_record,
-    run,
-    run_with_reload,
-    setup_logging,
 )
 
 if TYPE_CHECKING:
-    from .server.admin.client import AdminClient
+    from ..server.admin.client import AdminClient
 
-__all__ = ["main"]
+from .common import _CONFIG, _ENV, _fail, _load, _settings, main
 
-_CONFIG = click.option(
-    "--config",
-    "-c",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="wrangler.toml / wrangler.jsonc.  [default: the nearest one from the current directory]",
-)
-_ENV = click.option(
-    "--env",
-    "-e",
-    "env_name",
-    default=None,
-    metavar="NAME",
-    help="Use the config's [env.NAME] section (its vars and bindings; the Worker is named "
-    "<name>-NAME).  [default: the top level]",
-)
-# A plain string, not click.Path(path_type=Path): Path("") is ".", and an empty --persist-to
-# must be refused rather than persist into the current folder.
-_PERSIST_TO_HELP = "Where object files live (a directory).  [default: .doemu/state]"
-
-
-def _fail(message: str) -> NoReturn:
-    raise click.ClickException(message)
-
-
-def _load(config_path: Path | None, env: str | None = None) -> WorkerConfig:
-    try:
-        config = load_config(config_path, env=env)
-    except DoemuError as exc:
-        _fail(str(exc))
-    for warning in config.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    return config
-
-
-def _settings(config: WorkerConfig, cli: dict[str, Any]) -> DoemuSettings:
-    try:
-        return resolve_settings(cli, os.environ, find_pyproject(config), base_dir=config.base_dir)
-    except DoemuError as exc:
-        _fail(str(exc))
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="doemu")
-def main() -> None:
-    """doemu: a local Durable-Object runtime for Cloudflare's Python Workers API."""
-
-
-# ------------------------------------------------------------------------------------------- dev
-@main.command()
-@_CONFIG
-@_ENV
-@click.option(
-    "--var",
-    "vars_",
-    multiple=True,
-    metavar="KEY:VALUE",
-    help="Set env.KEY (repeatable); overrides [vars] and .dev.vars.  [default: none]",
-)
-@click.option(
-    "--host",
-    default=None,
-    help="Interface to bind (0.0.0.0: every interface).  [default: 127.0.0.1]",
-)
-@click.option("--port", type=int, default=None, help="Port (0 picks a free one).  [default: 8787]")
-@click.option("--persist-to", default=None, help=_PERSIST_TO_HELP)
-@click.option(
-    "--persist/--no-persist",
-    default=None,
-    help="--no-persist uses a temporary directory removed on exit.  [default: --persist]",
-)
-@click.option(
-    "--durability",
-    default=None,
-    type=click.Choice(DURABILITY_LEVELS),
-    help="What an acknowledged write survives: a power loss (fsync before output) or a "
-    "process crash.  [default: power]",
-)
-@click.option(
-    "--idle-timeout",
-    default=None,
-    help="Idle seconds before eviction: a range like 70-140, or one value.  [default: 70-140]",
-)
-@click.option(
-    "--reload/--no-reload",
-    default=None,
-    help="Restart when sources change; a Worker that fails to import waits for the fix.  "
-    "[default: --no-reload]",
-)
-@click.option(
-    "--log-level",
-    default=None,
-    type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"]),
-    help="info logs one line per request; warning silences it; trace adds the libraries'.  "
-    "[default: info]",
-)
-@click.option(
-    "--admin-token",
-    default=None,
-    help="Require this bearer token on the admin API (and allow non-loopback).  "
-    "[default: none: loopback only]",
-)
-@click.option(
-    "--limits",
-    default=None,
-    type=click.Choice(["local", "production"]),
-    help="Storage limits: none (local, like workerd) or Cloudflare's production ones.  "
-    "[default: local]",
-)
-@click.option(
-    "--max-live-objects",
-    type=int,
-    default=None,
-    help="Cap on live objects (LRU eviction). [default: from the fd limit]",
-)
-@click.option(
-    "--loop",
-    default=None,
-    type=click.Choice(LOOPS),
-    help="Event loop: uvloop when installed (auto), or asyncio.  [default: auto]",
-)
-@click.option(
-    "--clock",
-    default=None,
-    type=click.Choice(CLOCKS),
-    help="manual: time stands still until POST /__doemu/api/clock moves it (step through "
-    "alarms by hand).  [default: real]",
-)
-@click.option("--reload-child", is_flag=True, hidden=True)  # set by --reload for its child
-def dev(
-    config: Path | None,
-    env_name: str | None,
-    vars_: tuple[str, ...],
-    reload_child: bool,
-    **flags: Any,
-) -> None:
-    """Serve the worker's Durable Objects over HTTP and WebSocket.
-
-    Variables: [vars], then .dev.vars next to the config (dotenv secrets, never printed), then
-    --var KEY:VALUE.
-    """
-    try:
-        _dev(config, env_name, vars_, reload_child, flags)
-    except click.ClickException as exc:
-        if not reload_child:
-            raise
-        # Under --reload the parent keeps watching: say so, or the user waits for nothing.
-        exc.show()
-        logging.getLogger("doemu.reload").warning(
-            "the server is not running; it restarts when you save a fix"
-        )
-        raise SystemExit(1) from None
-
-
-def _dev(
-    config: Path | None,
-    env_name: str | None,
-    vars_: tuple[str, ...],
-    reload_child: bool,
-    flags: dict[str, Any],
-) -> None:
-    worker = _load(config, env_name)
-    settings = _settings(worker, flags)
-    setup_logging(settings.log_level)
-    try:
-        cli_vars = parse_var_options(vars_)
-        dev_vars = resolve_vars(worker, cli_vars)
-    except DoemuError as exc:
-        _fail(str(exc))
-    if settings.reload:
-        run_with_reload(worker, settings, cli_vars)
-        return
-    run(worker, settings, force_on_second_signal=not reload_child, dev_vars=dev_vars)
-
-
-# ------------------------------------------------------------------------------------ init
-@main.command()
-@click.argument("directory", type=click.Path(path_type=Path), default=".")
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept).",
-)
-def init(directory: Path, force: bool) -> None:
-    """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
-    from .scaffold import write_project
-
-    try:
-        result = write_project(directory, force=force)
-    except DoemuError as exc:
-        _fail(str(exc))
-    shown = display_path(directory)
-    for path in result.written:
-        note = "  (replaced)" if path in result.replaced else ""
-        click.echo(f"  wrote {Path(shown, path).as_posix()}{note}")
-    here = directory.resolve() == Path.cwd().resolve()
-    cd = "" if here else f"  cd {shlex.quote(shown)}\n"
-    click.echo(
-        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}"
-        "  doemu dev     # serves it on http://127.0.0.1:8787; in another shell:\n"
-        "  curl -X POST http://127.0.0.1:8787/counter/alice\n"
-        "  pytest        # runs tests/ in-process\n"
-        "The same folder deploys to Cloudflare with `pywrangler deploy`."
-    )
-
-
-# ------------------------------------------------------------------------------------ classes
-@main.command()
-@_CONFIG
-@_ENV
-def classes(config: Path | None, env_name: str | None) -> None:
-    """List every Durable Object class and where it comes from."""
-    from .loader import describe_classes
-
-    for row in describe_classes(load_worker(_load(config, env_name))):
-        bindings = ", ".join(row["bindings"]) or "(no binding)"
-        click.echo(
-            f"{row['name']:<24} {bindings:<20} {'sql' if row['sql'] else 'kv ':<4} {row['origin']}"
-        )
+__all__: list[str] = []
 
 
 # ------------------------------------------------------------------ inspection via admin API
@@ -335,7 +89,7 @@ def _target(
     :data:`doemu.server.devserver.SERVER_RECORD`), so a server started with another ``--port``
     is found without repeating it; a server bound to every interface is reached on loopback.
     """
-    from .server.admin.client import AdminClient
+    from ..server.admin.client import AdminClient
 
     worker = _load(config, env)
     settings = _settings(worker, {"persist_to": persist_to})
@@ -346,7 +100,7 @@ def _target(
 
 def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
     """The admin API's answer, or ``None`` when no server answers (callers then go offline)."""
-    from .server.admin.client import AdminUnavailable
+    from ..server.admin.client import AdminUnavailable
 
     try:
         return call(target.client)
@@ -401,7 +155,7 @@ def objects(
 
 
 def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any]]:
-    from .inspection.offline import scan_objects
+    from ..inspection.offline import scan_objects
 
     bindings = [target.binding(binding)] if binding else list(target.worker.bindings)
     try:
@@ -453,7 +207,7 @@ def sql(
                 f"--write needs a running server (writes go through the object); "
                 f"none answers at {target.client.base}"
             )
-        from .inspection.offline import find_object_file, read_only_sql
+        from ..inspection.offline import find_object_file, read_only_sql
 
         root = target.settings.persist_to
         try:

@@ -1,0 +1,218 @@
+"""``doemu``: the command line (click). ``doemu dev`` serves a worker; the other commands inspect
+and control a running server through the admin API, or read the persist dir when none runs.
+
+Every expected failure (a bad config, a bad setting, a busy port, no server for ``evict``) is a
+one-line ``Error: …`` and exit code 1; tracebacks are kept for bugs and for the user's own code.
+
+This module only declares the commands and echoes their results: what ``doemu dev`` does lives in
+:mod:`doemu.server.devserver`, reading a persist dir when no server runs in
+:mod:`doemu.inspection.offline`.
+
+Start-up time matters (a restart after a crash is measured to its first answered request), so
+what only the inspection commands use (the admin API client, the offline readers) is imported
+inside those commands, never on the way to ``doemu dev`` serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config import (
+    CLOCKS,
+    DURABILITY_LEVELS,
+    LOOPS,
+    display_path,
+    parse_var_options,
+    resolve_vars,
+)
+from ..errors import DoemuError
+from ..server.devserver import (
+    load_worker,
+    run,
+    run_with_reload,
+    setup_logging,
+)
+from .common import _CONFIG, _ENV, _PERSIST_TO_HELP, _fail, _load, _settings, main
+
+__all__ = ["main"]
+
+
+# ------------------------------------------------------------------------------------------- dev
+@main.command()
+@_CONFIG
+@_ENV
+@click.option(
+    "--var",
+    "vars_",
+    multiple=True,
+    metavar="KEY:VALUE",
+    help="Set env.KEY (repeatable); overrides [vars] and .dev.vars.  [default: none]",
+)
+@click.option(
+    "--host",
+    default=None,
+    help="Interface to bind (0.0.0.0: every interface).  [default: 127.0.0.1]",
+)
+@click.option("--port", type=int, default=None, help="Port (0 picks a free one).  [default: 8787]")
+@click.option("--persist-to", default=None, help=_PERSIST_TO_HELP)
+@click.option(
+    "--persist/--no-persist",
+    default=None,
+    help="--no-persist uses a temporary directory removed on exit.  [default: --persist]",
+)
+@click.option(
+    "--durability",
+    default=None,
+    type=click.Choice(DURABILITY_LEVELS),
+    help="What an acknowledged write survives: a power loss (fsync before output) or a "
+    "process crash.  [default: power]",
+)
+@click.option(
+    "--idle-timeout",
+    default=None,
+    help="Idle seconds before eviction: a range like 70-140, or one value.  [default: 70-140]",
+)
+@click.option(
+    "--reload/--no-reload",
+    default=None,
+    help="Restart when sources change; a Worker that fails to import waits for the fix.  "
+    "[default: --no-reload]",
+)
+@click.option(
+    "--log-level",
+    default=None,
+    type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"]),
+    help="info logs one line per request; warning silences it; trace adds the libraries'.  "
+    "[default: info]",
+)
+@click.option(
+    "--admin-token",
+    default=None,
+    help="Require this bearer token on the admin API (and allow non-loopback).  "
+    "[default: none: loopback only]",
+)
+@click.option(
+    "--limits",
+    default=None,
+    type=click.Choice(["local", "production"]),
+    help="Storage limits: none (local, like workerd) or Cloudflare's production ones.  "
+    "[default: local]",
+)
+@click.option(
+    "--max-live-objects",
+    type=int,
+    default=None,
+    help="Cap on live objects (LRU eviction). [default: from the fd limit]",
+)
+@click.option(
+    "--loop",
+    default=None,
+    type=click.Choice(LOOPS),
+    help="Event loop: uvloop when installed (auto), or asyncio.  [default: auto]",
+)
+@click.option(
+    "--clock",
+    default=None,
+    type=click.Choice(CLOCKS),
+    help="manual: time stands still until POST /__doemu/api/clock moves it (step through "
+    "alarms by hand).  [default: real]",
+)
+@click.option("--reload-child", is_flag=True, hidden=True)  # set by --reload for its child
+def dev(
+    config: Path | None,
+    env_name: str | None,
+    vars_: tuple[str, ...],
+    reload_child: bool,
+    **flags: Any,
+) -> None:
+    """Serve the worker's Durable Objects over HTTP and WebSocket.
+
+    Variables: [vars], then .dev.vars next to the config (dotenv secrets, never printed), then
+    --var KEY:VALUE.
+    """
+    try:
+        _dev(config, env_name, vars_, reload_child, flags)
+    except click.ClickException as exc:
+        if not reload_child:
+            raise
+        # Under --reload the parent keeps watching: say so, or the user waits for nothing.
+        exc.show()
+        logging.getLogger("doemu.reload").warning(
+            "the server is not running; it restarts when you save a fix"
+        )
+        raise SystemExit(1) from None
+
+
+def _dev(
+    config: Path | None,
+    env_name: str | None,
+    vars_: tuple[str, ...],
+    reload_child: bool,
+    flags: dict[str, Any],
+) -> None:
+    worker = _load(config, env_name)
+    settings = _settings(worker, flags)
+    setup_logging(settings.log_level)
+    try:
+        cli_vars = parse_var_options(vars_)
+        dev_vars = resolve_vars(worker, cli_vars)
+    except DoemuError as exc:
+        _fail(str(exc))
+    if settings.reload:
+        run_with_reload(worker, settings, cli_vars)
+        return
+    run(worker, settings, force_on_second_signal=not reload_child, dev_vars=dev_vars)
+
+
+# ------------------------------------------------------------------------------------ init
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path), default=".")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept).",
+)
+def init(directory: Path, force: bool) -> None:
+    """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
+    from ..scaffold import write_project
+
+    try:
+        result = write_project(directory, force=force)
+    except DoemuError as exc:
+        _fail(str(exc))
+    shown = display_path(directory)
+    for path in result.written:
+        note = "  (replaced)" if path in result.replaced else ""
+        click.echo(f"  wrote {Path(shown, path).as_posix()}{note}")
+    here = directory.resolve() == Path.cwd().resolve()
+    cd = "" if here else f"  cd {shlex.quote(shown)}\n"
+    click.echo(
+        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}"
+        "  doemu dev     # serves it on http://127.0.0.1:8787; in another shell:\n"
+        "  curl -X POST http://127.0.0.1:8787/counter/alice\n"
+        "  pytest        # runs tests/ in-process\n"
+        "The same folder deploys to Cloudflare with `pywrangler deploy`."
+    )
+
+
+# ------------------------------------------------------------------------------------ classes
+@main.command()
+@_CONFIG
+@_ENV
+def classes(config: Path | None, env_name: str | None) -> None:
+    """List every Durable Object class and where it comes from."""
+    from ..loader import describe_classes
+
+    for row in describe_classes(load_worker(_load(config, env_name))):
+        bindings = ", ".join(row["bindings"]) or "(no binding)"
+        click.echo(
+            f"{row['name']:<24} {bindings:<20} {'sql' if row['sql'] else 'kv ':<4} {row['origin']}"
+        )
+
+
+from . import inspect as _inspect  # noqa: E402, F401  (registers the inspection commands)
