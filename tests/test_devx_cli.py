@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from doemu.cli import main
-from doemu.server.devserver import SERVER_RECORD, read_server_record
+from doemu.server.banner import SERVER_RECORD, read_server_record
 from doemu.testing.plugin import HarnessFactory
 
 from .test_cli import write_state

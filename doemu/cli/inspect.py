@@ -20,10 +20,7 @@ from ..config import (
     display_path,
 )
 from ..errors import DoemuError
-from ..server.devserver import (
-    browsable_url,
-    read_server_record,
-)
+from ..server.banner import browsable_url, read_server_record
 
 if TYPE_CHECKING:
     from ..server.admin.client import AdminClient
@@ -86,7 +83,7 @@ def _target(
     """The server to ask: ``--url``, else the one serving the persist dir, else the settings'.
 
     A ``doemu dev`` records its URL in its persist dir while it serves (see
-    :data:`doemu.server.devserver.SERVER_RECORD`), so a server started with another ``--port``
+    :data:`doemu.server.banner.SERVER_RECORD`), so a server started with another ``--port``
     is found without repeating it; a server bound to every interface is reached on loopback.
     """
     from ..server.admin.client import AdminClient
