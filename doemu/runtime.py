@@ -248,11 +248,11 @@ class Runtime:
         self.track(asyncio.ensure_future(awaitable))
 
     @staticmethod
-    def _output_gate() -> asyncio.Future[None] | None:
-        """Before a stream chunk leaves user code: commit the current object's writes, and
-        say what the chunk must wait for (None: nothing)."""
+    def _output_gate(hold: bool = True) -> asyncio.Future[None] | None:
+        """Before output (a stream chunk, an outgoing request) leaves user code: commit the
+        current object's writes, and say what it must wait for (None: nothing)."""
         host = current_host.get()
-        return None if host is None else host.output_barrier()
+        return None if host is None else host.output_barrier(hold=hold)
 
     async def close(self) -> None:
         """Commit and close every object; stop timers. Safe to call twice."""

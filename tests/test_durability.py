@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from js import TransformStream, WebSocketPair
-from workers import DurableObject, Response
+from workers import DurableObject, Response, fetch
 
 from doemu import clone
 from doemu.alarms import service as alarm_service
@@ -125,6 +125,13 @@ class Counter(DurableObject):
         client, server = WebSocketPair.new().object_values()
         self.ctx.acceptWebSocket(server)
         return Response(None, status=101, web_socket=client)
+
+    async def write_then_request(self, url: str) -> int:
+        """Write, then call out: the request must not leave before the write is durable."""
+        value = self._bump()
+        response = await fetch(url)
+        assert await response.text() == "ok"
+        return value
 
     async def note(self, text: str) -> int:
         """Write, then tell every socket: the frame must not leave before the write."""
@@ -278,6 +285,37 @@ async def test_a_frame_waits_for_the_fsync_of_the_write_before_it(
     fsyncs.release()
     assert await asyncio.wait_for(note, 10) == 2
     await eventually(lambda: RECEIVED == ["hello 2"], what="the frame")
+
+
+async def test_an_outgoing_request_waits_for_the_fsync_of_the_write_before_it(
+    doemu_harness: HarnessFactory, fsyncs: FsyncRecorder
+) -> None:
+    arrived = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        arrived.set()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    upstream = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = upstream.sockets[0].getsockname()[1]
+    try:
+        h = await doemu_harness({"C": Counter}, durability="power")
+        stub = h.env.C.getByName("a")
+        await stub.incr()
+        fsyncs.hold()
+        call = asyncio.ensure_future(stub.write_then_request(f"http://127.0.0.1:{port}/"))
+        await eventually(lambda: len(fsyncs.synced(_wal(h, "a"))) >= 2, what="the write's fsync")
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not arrived.is_set(), "the request left before the write it follows was durable"
+        fsyncs.release()
+        assert await asyncio.wait_for(call, 10) == 2
+        assert arrived.is_set()
+    finally:
+        upstream.close()
 
 
 async def test_a_stream_chunk_waits_for_the_fsync_of_the_write_before_it(

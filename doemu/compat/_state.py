@@ -29,7 +29,7 @@ _UNSET: Any = object()
 _clock: Clock = SystemClock()
 _env: Any = _UNSET
 _wait_until: Callable[[Awaitable[Any]], None] | None = None
-_output_gate: Callable[[], asyncio.Future[None] | None] | None = None
+_output_gate: Callable[[bool], asyncio.Future[None] | None] | None = None
 
 
 def set_clock(clock: Clock | None) -> None:
@@ -85,7 +85,7 @@ def get_wait_until() -> Callable[[Awaitable[Any]], None]:
 
 
 def set_output_gate(
-    fn: Callable[[], asyncio.Future[None] | None] | None, *, if_current: Any = _UNSET
+    fn: Callable[[bool], asyncio.Future[None] | None] | None, *, if_current: Any = _UNSET
 ) -> None:
     """What runs before a stream chunk leaves user code: the current object's output gate."""
     global _output_gate
@@ -94,8 +94,10 @@ def set_output_gate(
     _output_gate = fn
 
 
-def before_output() -> asyncio.Future[None] | None:
+def before_output(*, hold: bool = True) -> asyncio.Future[None] | None:
     """Commit the current object's pending writes before output leaves it; returns what the
-    output must wait for first (None: nothing, and always outside an object)."""
+    output must wait for first (None: nothing, and always outside an object). ``hold=False``
+    (an outgoing request, whose answer an open ``transaction()`` may be waiting for) waits for
+    what is committed only, never for a commit such a transaction holds back."""
     gate = _output_gate
-    return None if gate is None else gate()
+    return None if gate is None else gate(hold)

@@ -15,6 +15,9 @@ server-sent events can be consumed chunk by chunk, or handed straight to the obj
 * The body is decoded (``content-encoding`` undone, as ``fetch`` does), so the returned headers
   drop ``content-encoding`` and ``content-length``: passing the response on stays consistent.
 * ``cf`` options have no local meaning: accepted, and logged once per key.
+* The output gate: a request leaves an object only once the writes made before it are durable
+  (workerd holds outgoing requests as it holds responses), so a side effect a ledger recorded
+  as ``started`` can never reach the network before that record is on disk.
 * ``fetcher=`` sends the request elsewhere: a callable ``(request) -> Response`` (doemu's own,
   as a Durable Object stub's ``fetch``), or JavaScript's shape ``(url, init) -> Response``.
 """
@@ -29,6 +32,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FetchError
+from . import _state
 from .headers import Headers
 from .readable import ReadableStream, core_of, stream_from_iterator
 from .requests import Request
@@ -85,6 +89,9 @@ async def fetch(resource: Any, **options: Any) -> Response:
         if key not in _cf_logged:
             _cf_logged.add(key)
             _log.info("fetch(): cf option %r has no local meaning; ignored", key)
+    barrier = _state.before_output(hold=False)
+    if barrier is not None:
+        await barrier
     return await _send(request)
 
 
