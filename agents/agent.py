@@ -110,8 +110,7 @@ class Agent(DurableObject):
         _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
 
     def _emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
-        """An observability event, as the SDK's ``_emit``, to :attr:`observability` (``None``
-        silences the agent)."""
+        """An event (the SDK's ``_emit``) to :attr:`observability`; ``None`` silences the agent."""
         if self.observability is not None:
             event = agent_event(type(self).__name__, self.name, event_type, payload)
             self.observability.emit({**event, "timestamp": self._core.now()})
@@ -119,23 +118,19 @@ class Agent(DurableObject):
     @property
     def name(self) -> str:
         """The agent's instance name (the ``<name>`` in ``/agents/<class>/<name>``)."""
-        # getattr: on Cloudflare a nameless id's undefined JS property raises AttributeError.
-        name = getattr(self.ctx.id, "name", None)
+        name = getattr(self.ctx.id, "name", None)  # getattr: a nameless id raises on Cloudflare
         return str(name if name is not None else self.ctx.id)
 
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
-        """Run ``query`` with ``params``; rows as plain dicts (:mod:`agents.core.sql`).
-
-        Every feature reads through this method too. Errors name the query."""
+        """Rows of ``query`` as plain dicts; every feature reads through here. Errors name it."""
         return query_rows(self.ctx.storage.sql, query, *params)
 
     # -- the single alarm -----------------------------------------------------------------------
     async def alarm(self, alarm_info: Any = None) -> None:
         """Run everything that is due, then re-arm for the earliest pending wake-up.
 
-        Re-armed only on success: if the framework's own work raises (an SQL error, say), the
-        platform retries the alarm with back-off, which a ``setAlarm`` here would cancel in
-        favour of an alarm due "now" — a persistent error would then spin in a tight loop."""
+        Re-armed only on success: a failing alarm is retried by the platform with back-off, which
+        a ``setAlarm`` here would replace with one due "now" — a tight loop on a lasting error."""
         await self._run_due(self._core.now())
         self._core.schedule_next_alarm()
 
