@@ -7,7 +7,8 @@ TypeScript SDK's names to these.
 The tree is the table of contents, layers top to bottom (a module imports only from below):
 
 * ``agent``, ``routing`` — the :class:`Agent` façade; ``route_agent_request`` for the Worker.
-* ``fibers/``, ``schedules/``, ``queue``, ``rpc`` — features the Agent owns, one object each.
+* ``fibers/``, ``schedules/``, ``queue``, ``rpc`` — features the Agent owns, one object each;
+  ``ops``, the operation ledger of costly calls, whose methods the Agent takes from its mixin.
 * ``keepalive``, ``retry`` — what those features build on (the heartbeat, back-off).
 * ``core/`` — the façade/feature contract (``host``), SQL and schema, the wire protocol,
   connections and WebSocket events, state, named callbacks.
@@ -39,6 +40,13 @@ from .fibers.types import FiberResolution as FiberResolution
 from .fibers.types import FiberSignal as FiberSignal
 from .fibers.types import FiberStatus as FiberStatus
 from .keepalive import KeepAlive as KeepAlive
+from .ops import Operation as Operation
+from .ops import OperationDataError as OperationDataError
+from .ops import OperationError as OperationError
+from .ops import OperationInFlightError as OperationInFlightError
+from .ops import OperationOutcome as OperationOutcome
+from .ops import OperationRecord as OperationRecord
+from .ops import operation_id as operation_id
 from .options import AgentOptions as AgentOptions
 from .options import RetryOptions as RetryOptions
 from .queue import QueueItem as QueueItem
@@ -66,6 +74,12 @@ __all__ = [
     "InvalidMessageError",
     "KeepAlive",
     "NotInFiberError",
+    "Operation",
+    "OperationDataError",
+    "OperationError",
+    "OperationInFlightError",
+    "OperationOutcome",
+    "OperationRecord",
     "QueueError",
     "QueueItem",
     "RetryOptions",
@@ -77,5 +91,6 @@ __all__ = [
     "StateValidationError",
     "StreamingResponse",
     "callable",
+    "operation_id",
     "route_agent_request",
 ]

@@ -35,6 +35,7 @@ from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
 from .observability import Observability, agent_event, generic_observability
+from .ops import OperationLedger, OperationsMixin
 from .options import AgentOptions
 from .queue import Queue, QueueItem
 from .retry import RetrySpec
@@ -57,10 +58,11 @@ SCHEMA: tuple[str, ...] = (
     *FiberRuns.SCHEMA,
     *FiberRecovery.SCHEMA,
     *FiberLedger.SCHEMA,
+    *OperationLedger.SCHEMA,
 )
 
 
-class Agent(DurableObject):
+class Agent(OperationsMixin, DurableObject):
     """Base class for durable agents; subclass it and override the ``on_*`` hooks.
 
     ``_core``, ``_state``, ``_schedules``, ``_queue``, ``_fibers``, … are the framework's feature
@@ -86,6 +88,7 @@ class Agent(DurableObject):
         fiber_ledger = FiberLedger(core)
         self._recovery = FiberRecovery(core, self, self._fiber_runs, fiber_ledger)
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
+        self._operations = OperationLedger(core)
         core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
         ctx.blockConcurrencyWhile(self._start)
 
