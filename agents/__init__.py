@@ -8,7 +8,8 @@ The tree is the table of contents, layers top to bottom (a module imports only f
 
 * ``agent``, ``routing`` — the :class:`Agent` façade; ``route_agent_request`` for the Worker.
 * ``fibers/``, ``schedules/``, ``queue``, ``rpc`` — features the Agent owns, one object each;
-  ``ops``, the operation ledger of costly calls, whose methods the Agent takes from its mixin.
+  ``ops`` (the operation ledger of costly calls) and ``usage`` (tokens and cost), whose methods
+  the Agent takes from their mixins.
 * ``keepalive``, ``retry`` — what those features build on (the heartbeat, back-off).
 * ``core/`` — the façade/feature contract (``host``), SQL and schema, the wire protocol,
   connections and WebSocket events, state, named callbacks.
@@ -54,6 +55,9 @@ from .routing import route_agent_request as route_agent_request
 from .rpc import StreamingResponse as StreamingResponse
 from .rpc import callable as callable
 from .schedules.types import Schedule as Schedule
+from .usage import UsageEntry as UsageEntry
+from .usage import UsageError as UsageError
+from .usage import UsageTotals as UsageTotals
 
 __all__ = [
     "Agent",
@@ -90,6 +94,9 @@ __all__ = [
     "SqlQueryError",
     "StateValidationError",
     "StreamingResponse",
+    "UsageEntry",
+    "UsageError",
+    "UsageTotals",
     "callable",
     "operation_id",
     "route_agent_request",

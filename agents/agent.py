@@ -43,6 +43,7 @@ from .retry import retry as retry_call
 from .rpc import CallableMetadata, Rpc, callable_methods
 from .schedules.scheduler import Scheduler
 from .schedules.types import Schedule
+from .usage import UsageLedger, UsageMixin
 
 __all__ = ["Agent"]
 
@@ -59,10 +60,11 @@ SCHEMA: tuple[str, ...] = (
     *FiberRecovery.SCHEMA,
     *FiberLedger.SCHEMA,
     *OperationLedger.SCHEMA,
+    *UsageLedger.SCHEMA,
 )
 
 
-class Agent(OperationsMixin, DurableObject):
+class Agent(OperationsMixin, UsageMixin, DurableObject):
     """Base class for durable agents; subclass it and override the ``on_*`` hooks.
 
     ``_core``, ``_state``, ``_schedules``, ``_queue``, ``_fibers``, … are the framework's feature
@@ -88,7 +90,7 @@ class Agent(OperationsMixin, DurableObject):
         fiber_ledger = FiberLedger(core)
         self._recovery = FiberRecovery(core, self, self._fiber_runs, fiber_ledger)
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
-        self._operations = OperationLedger(core)
+        self._operations, self._usage = OperationLedger(core), UsageLedger(core)
         core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
         ctx.blockConcurrencyWhile(self._start)
 
