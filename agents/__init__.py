@@ -7,7 +7,9 @@ TypeScript SDK's names to these.
 The tree is the table of contents, layers top to bottom (a module imports only from below):
 
 * ``agent``, ``routing`` — the :class:`Agent` façade; ``route_agent_request`` for the Worker.
-* ``fibers/``, ``schedules/``, ``queue``, ``rpc`` — features the Agent owns, one object each.
+* ``fibers/``, ``schedules/``, ``queue``, ``rpc`` — features the Agent owns, one object each;
+  ``ops`` (the operation ledger of costly calls) and ``usage`` (tokens and cost), whose methods
+  the Agent takes from their mixins.
 * ``keepalive``, ``retry`` — what those features build on (the heartbeat, back-off).
 * ``core/`` — the façade/feature contract (``host``), SQL and schema, the wire protocol,
   connections and WebSocket events, state, named callbacks.
@@ -39,6 +41,13 @@ from .fibers.types import FiberResolution as FiberResolution
 from .fibers.types import FiberSignal as FiberSignal
 from .fibers.types import FiberStatus as FiberStatus
 from .keepalive import KeepAlive as KeepAlive
+from .ops import Operation as Operation
+from .ops import OperationDataError as OperationDataError
+from .ops import OperationError as OperationError
+from .ops import OperationInFlightError as OperationInFlightError
+from .ops import OperationOutcome as OperationOutcome
+from .ops import OperationRecord as OperationRecord
+from .ops import operation_id as operation_id
 from .options import AgentOptions as AgentOptions
 from .options import RetryOptions as RetryOptions
 from .queue import QueueItem as QueueItem
@@ -46,6 +55,9 @@ from .routing import route_agent_request as route_agent_request
 from .rpc import StreamingResponse as StreamingResponse
 from .rpc import callable as callable
 from .schedules.types import Schedule as Schedule
+from .usage import UsageEntry as UsageEntry
+from .usage import UsageError as UsageError
+from .usage import UsageTotals as UsageTotals
 
 __all__ = [
     "Agent",
@@ -66,6 +78,12 @@ __all__ = [
     "InvalidMessageError",
     "KeepAlive",
     "NotInFiberError",
+    "Operation",
+    "OperationDataError",
+    "OperationError",
+    "OperationInFlightError",
+    "OperationOutcome",
+    "OperationRecord",
     "QueueError",
     "QueueItem",
     "RetryOptions",
@@ -76,6 +94,10 @@ __all__ = [
     "SqlQueryError",
     "StateValidationError",
     "StreamingResponse",
+    "UsageEntry",
+    "UsageError",
+    "UsageTotals",
     "callable",
+    "operation_id",
     "route_agent_request",
 ]

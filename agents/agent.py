@@ -35,6 +35,7 @@ from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
 from .observability import Observability, agent_event, generic_observability
+from .ops import OperationLedger, OperationsMixin
 from .options import AgentOptions
 from .queue import Queue, QueueItem
 from .retry import RetrySpec
@@ -42,6 +43,7 @@ from .retry import retry as retry_call
 from .rpc import CallableMetadata, Rpc, callable_methods
 from .schedules.scheduler import Scheduler
 from .schedules.types import Schedule
+from .usage import UsageLedger, UsageMixin
 
 __all__ = ["Agent"]
 
@@ -57,10 +59,12 @@ SCHEMA: tuple[str, ...] = (
     *FiberRuns.SCHEMA,
     *FiberRecovery.SCHEMA,
     *FiberLedger.SCHEMA,
+    *OperationLedger.SCHEMA,
+    *UsageLedger.SCHEMA,
 )
 
 
-class Agent(DurableObject):
+class Agent(OperationsMixin, UsageMixin, DurableObject):
     """Base class for durable agents; subclass it and override the ``on_*`` hooks.
 
     ``_core``, ``_state``, ``_schedules``, ``_queue``, ``_fibers``, … are the framework's feature
@@ -86,6 +90,7 @@ class Agent(DurableObject):
         fiber_ledger = FiberLedger(core)
         self._recovery = FiberRecovery(core, self, self._fiber_runs, fiber_ledger)
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
+        self._operations, self._usage = OperationLedger(core), UsageLedger(core)
         core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
         ctx.blockConcurrencyWhile(self._start)
 
@@ -110,8 +115,7 @@ class Agent(DurableObject):
         _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
 
     def _emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
-        """An observability event, as the SDK's ``_emit``, to :attr:`observability` (``None``
-        silences the agent)."""
+        """An event (the SDK's ``_emit``) to :attr:`observability`; ``None`` silences the agent."""
         if self.observability is not None:
             event = agent_event(type(self).__name__, self.name, event_type, payload)
             self.observability.emit({**event, "timestamp": self._core.now()})
@@ -119,23 +123,19 @@ class Agent(DurableObject):
     @property
     def name(self) -> str:
         """The agent's instance name (the ``<name>`` in ``/agents/<class>/<name>``)."""
-        # getattr: on Cloudflare a nameless id's undefined JS property raises AttributeError.
-        name = getattr(self.ctx.id, "name", None)
+        name = getattr(self.ctx.id, "name", None)  # getattr: a nameless id raises on Cloudflare
         return str(name if name is not None else self.ctx.id)
 
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
-        """Run ``query`` with ``params``; rows as plain dicts (:mod:`agents.core.sql`).
-
-        Every feature reads through this method too. Errors name the query."""
+        """Rows of ``query`` as plain dicts; every feature reads through here. Errors name it."""
         return query_rows(self.ctx.storage.sql, query, *params)
 
     # -- the single alarm -----------------------------------------------------------------------
     async def alarm(self, alarm_info: Any = None) -> None:
         """Run everything that is due, then re-arm for the earliest pending wake-up.
 
-        Re-armed only on success: if the framework's own work raises (an SQL error, say), the
-        platform retries the alarm with back-off, which a ``setAlarm`` here would cancel in
-        favour of an alarm due "now" — a persistent error would then spin in a tight loop."""
+        Re-armed only on success: a failing alarm is retried by the platform with back-off, which
+        a ``setAlarm`` here would replace with one due "now" — a tight loop on a lasting error."""
         await self._run_due(self._core.now())
         self._core.schedule_next_alarm()
 

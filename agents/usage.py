@@ -1,0 +1,263 @@
+"""Usage accounting: durable token counts and cost per turn, per operation and per agent.
+
+Recovery spends money: a resumed turn calls the model again, a retried tool may bill again. To
+judge a recovery budget in money rather than in attempts, every model call records what it used
+(``record_usage``) in ``cf_agents_usage``, in the same turn's transaction as the rest of the
+agent's writes, so the totals survive evictions exactly as the work they paid for does.
+
+A cost is either given by the caller (the provider reported it) or computed from the class's
+``model_prices`` (USD per million input / output tokens). A model without a price is recorded
+with cost 0.0 and ``priced=False``: its tokens count, and :attr:`UsageTotals.unpriced_calls`
+says the money total is a lower bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from .core.host import Core
+from .errors import AgentsError
+
+__all__ = [
+    "SCHEMA",
+    "ModelPrices",
+    "UsageEntry",
+    "UsageError",
+    "UsageLedger",
+    "UsageMixin",
+    "UsageTotals",
+    "price_of",
+]
+
+SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS cf_agents_usage (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  turn TEXT,
+  op_id TEXT,
+  kind TEXT NOT NULL,
+  provider TEXT NOT NULL,
+  model TEXT NOT NULL,
+  input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  cost REAL NOT NULL,
+  priced INTEGER NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_usage_turn ON cf_agents_usage(turn)",
+)
+
+#: model → (USD per million input tokens, USD per million output tokens).
+ModelPrices = Mapping[str, tuple[float, float]]
+
+
+class UsageError(AgentsError, ValueError):
+    """``record_usage`` got numbers that cannot be usage: negative or non-integer token
+    counts, a negative or non-finite cost, a blank provider or model."""
+
+
+def price_of(
+    prices: ModelPrices, model: str, input_tokens: int, output_tokens: int
+) -> float | None:
+    """The USD cost of a call at ``prices``, or None when ``model`` has no price."""
+    price = prices.get(model)
+    if price is None:
+        return None
+    per_input, per_output = price
+    return (input_tokens * per_input + output_tokens * per_output) / 1_000_000
+
+
+@dataclass(frozen=True)
+class UsageEntry:
+    """One ``cf_agents_usage`` row (``at`` in ms from the agent's clock)."""
+
+    id: int
+    at: int
+    turn: str | None
+    op_id: str | None
+    kind: str
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    priced: bool
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON responses and RPC answers."""
+        return {**asdict(self), "total_tokens": self.total_tokens}
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """Sums over entries; ``by_model`` maps each model to the same sums as a dict
+    (``input_tokens``, ``output_tokens``, ``total_tokens``, ``cost``, ``calls``,
+    ``unpriced_calls``)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float = 0.0
+    calls: int = 0
+    #: Entries without a price (cost 0.0): when non-zero, ``cost`` is a lower bound.
+    unpriced_calls: int = 0
+    by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON responses and RPC answers."""
+        return asdict(self)
+
+
+def _token_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{name} must be an integer, got {value!r}")
+    if value < 0:
+        raise UsageError(f"{name} must not be negative, got {value}")
+    return value
+
+
+def _label(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{name} must be a non-blank string, got {value!r}")
+    return value
+
+
+def _entry(row: Mapping[str, Any]) -> UsageEntry:
+    return UsageEntry(**{**row, "priced": bool(row["priced"])})
+
+
+_COLUMNS = "id, at, turn, op_id, kind, provider, model, input_tokens, output_tokens, cost, priced"
+_INSERT = (
+    "INSERT INTO cf_agents_usage (at, turn, op_id, kind, provider, model, input_tokens, "
+    "output_tokens, cost, priced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+
+
+class UsageLedger:
+    """One activation's side of ``cf_agents_usage``: the core it writes through (the Agent's
+    :class:`UsageMixin` methods read and write the table)."""
+
+    __slots__ = ("core",)
+    #: The tables this feature owns (the Agent ensures them at every activation).
+    SCHEMA: ClassVar[tuple[str, ...]] = SCHEMA
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+
+def _where(turn: str | None, op_id: str | None) -> tuple[str, list[Any]]:
+    where, params = [], []
+    for column, value in (("turn", turn), ("op_id", op_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(str(value))
+    return (f" WHERE {' AND '.join(where)}" if where else ""), params
+
+
+class UsageMixin:
+    """The Agent's usage methods and the ``model_prices`` option; the Agent builds ``_usage``.
+
+    A mixin rather than more delegating methods on the façade, which has no room left."""
+
+    __slots__ = ()
+    _usage: UsageLedger
+    #: model → (USD per million input tokens, USD per million output tokens), e.g.
+    #: ``{"gpt-4o": (2.5, 10.0)}``; calls to other models are recorded unpriced.
+    model_prices: ClassVar[ModelPrices] = {}
+
+    def record_usage(
+        self,
+        *,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        turn: str | None = None,
+        op_id: str | None = None,
+        cost: float | None = None,
+        kind: str = "llm",
+    ) -> UsageEntry:
+        """Record one call's tokens (and cost: given, or from ``model_prices``) durably."""
+        _label("provider", provider)
+        _label("model", model)
+        _label("kind", kind)
+        input_tokens = _token_count("input_tokens", input_tokens)
+        output_tokens = _token_count("output_tokens", output_tokens)
+        priced = True
+        if cost is None:
+            computed = price_of(self.model_prices, model, input_tokens, output_tokens)
+            cost, priced = (0.0, False) if computed is None else (computed, True)
+        elif isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
+            raise UsageError(f"cost must be a finite number, got {cost!r}")
+        elif cost < 0:
+            raise UsageError(f"cost must not be negative, got {cost}")
+        core = self._usage.core
+        at = int(core.now())
+        turn = None if turn is None else str(turn)
+        values = (at, turn, op_id, kind, provider, model, input_tokens, output_tokens, float(cost))
+        rows = core.sql(_INSERT, *values, int(priced))
+        entry = UsageEntry(int(rows[0]["id"]), *values, priced)
+        core.emit(
+            "usage:recorded",
+            {
+                "provider": provider,
+                "model": model,
+                "kind": kind,
+                "turn": turn,
+                "opId": op_id,
+                "inputTokens": input_tokens,
+                "outputTokens": output_tokens,
+                "cost": entry.cost,
+                "priced": priced,
+            },
+        )
+        return entry
+
+    def usage(self, turn: str | None = None, op_id: str | None = None) -> UsageTotals:
+        """Token and cost sums for ``turn`` and/or ``op_id``, or for the whole agent."""
+        clause, params = _where(turn, op_id)
+        rows = self._usage.core.sql(
+            "SELECT model, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS "
+            "output_tokens, SUM(cost) AS cost, COUNT(*) AS calls, SUM(1 - priced) AS unpriced "
+            f"FROM cf_agents_usage{clause} GROUP BY model ORDER BY model",
+            *params,
+        )
+        by_model: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            tokens_in, tokens_out = int(row["input_tokens"]), int(row["output_tokens"])
+            by_model[str(row["model"])] = {
+                "input_tokens": tokens_in,
+                "output_tokens": tokens_out,
+                "total_tokens": tokens_in + tokens_out,
+                "cost": float(row["cost"]),
+                "calls": int(row["calls"]),
+                "unpriced_calls": int(row["unpriced"]),
+            }
+        models = by_model.values()
+        return UsageTotals(
+            input_tokens=sum(m["input_tokens"] for m in models),
+            output_tokens=sum(m["output_tokens"] for m in models),
+            total_tokens=sum(m["total_tokens"] for m in models),
+            cost=math.fsum(m["cost"] for m in models),
+            calls=sum(m["calls"] for m in models),
+            unpriced_calls=sum(m["unpriced_calls"] for m in models),
+            by_model=by_model,
+        )
+
+    def usage_entries(self, turn: str | None = None, limit: int = 1000) -> list[UsageEntry]:
+        """Recorded calls (of ``turn`` when given), newest first."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise UsageError(f"limit must be a positive integer, got {limit!r}")
+        clause, params = _where(turn, None)
+        rows = self._usage.core.sql(
+            f"SELECT {_COLUMNS} FROM cf_agents_usage{clause} ORDER BY id DESC LIMIT ?",
+            *params,
+            limit,
+        )
+        return [_entry(row) for row in rows]
