@@ -155,8 +155,17 @@ def test_settings() -> None:
     assert resolve_context_overflow(None) is None and resolve_context_overflow(False) is None
     assert resolve_context_overflow(True) is not None
     assert resolve_context_overflow({"reactive": True, "maxRetries": 3}).max_retries == 3  # type: ignore[union-attr]
-    with pytest.raises(ContextOverflowConfigError, match="proactive"):
-        resolve_context_overflow({"reactive": True, "proactive": {"maxInputTokens": 200_000}})
+    both = resolve_context_overflow({"reactive": True, "proactive": {"maxInputTokens": 200_000}})
+    assert both is not None and both.reactive and both.max_input_tokens == 200_000
+    assert (both.headroom, both.max_compactions) == (0.9, 1)
+    only = resolve_context_overflow({"proactive": {"max_input_tokens": 10, "headroom": 0.5}})
+    assert only is not None and not only.reactive and only.headroom == 0.5
+    with pytest.raises(ContextOverflowConfigError, match="max_input_tokens"):
+        resolve_context_overflow({"proactive": {"headroom": 0.5}})
+    with pytest.raises(ContextOverflowConfigError, match="headroom"):
+        resolve_context_overflow({"proactive": {"max_input_tokens": 10, "headroom": 2}})
+    with pytest.raises(ContextOverflowConfigError, match="proactive keys"):
+        resolve_context_overflow({"proactive": {"max_input_tokens": 10, "limit": 2}})
     with pytest.raises(ContextOverflowConfigError, match="max_retries"):
         resolve_context_overflow({"reactive": True, "max_retries": -1})
     with pytest.raises(ContextOverflowConfigError, match="unknown"):

@@ -8,7 +8,10 @@ the tool again. So before every turn such a part is *repaired* — by default in
 write. Left alone: settled parts, parts still waiting for a client (an ``approval-requested``
 part, an ``input-available`` part of a client tool the browser will answer), and an approved
 call a continuation is about to run (``approval-responded`` in the last message, or on a
-continuation turn).
+continuation turn), and a server tool call of the last message that the model loop of
+:mod:`agents.providers` ran under the operation ledger (its ``callProviderMetadata`` names the
+operation): the loop settles it from the ledger — its stored result, a safe re-run, or "may
+have executed" — which is more than this repair can know.
 """
 
 from __future__ import annotations
@@ -71,6 +74,16 @@ def _awaits_client(part: Mapping[str, Any], client_tools: frozenset[str]) -> boo
     return state == "input-available" and tool_name(part) in client_tools
 
 
+def _ledger_managed(part: Mapping[str, Any]) -> bool:
+    meta = part.get("callProviderMetadata")
+    inner = meta.get("agents") if isinstance(meta, Mapping) else None
+    return (
+        part.get("state") == "input-available"
+        and isinstance(inner, Mapping)
+        and bool(inner.get("opId"))
+    )
+
+
 def repair_interrupted_tool_parts(
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -106,7 +119,7 @@ def repair_interrupted_tool_parts(
                     changed = True
                     ids.append(call_id)
                     continue
-            if _awaits_client(part, client_tools):
+            if _awaits_client(part, client_tools) or (last and _ledger_managed(part)):
                 parts.append(part)
                 continue
             parts.append(dict(repair_part(dict(part))))

@@ -1,0 +1,174 @@
+"""Anthropic's Messages API: a cut reply is continued from its partial, given as a prefill.
+
+When the last message is the assistant's, the model continues that text from its last
+character (strategy ``"prefill"``): one more request re-reads the partial, but nothing already
+said is said again. The API refuses a prefill ending in whitespace, so the trailing whitespace
+is held back from the request, and the continuation's leading whitespace is dropped in its
+place — the joined message reads as one, without a doubled space or blank line at the seam.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from .base import (
+    Fetch,
+    Finished,
+    ModelCall,
+    ProviderEvent,
+    Started,
+    Strategy,
+    TextDelta,
+    ToolCallDone,
+    ToolSpec,
+    Usage,
+    post_sse,
+)
+from .errors import ProviderStreamError
+from .keys import default_fetch, env_secret
+from .transcript import Item, Text, ToolCall, result_text
+
+__all__ = ["AnthropicMessages", "anthropic_messages"]
+
+_DEFAULT_BASE = "https://api.anthropic.com"
+_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool-calls",
+            "max_tokens": "length", "refusal": "content-filter"}  # fmt: skip
+
+
+def anthropic_messages(items: Sequence[Item]) -> tuple[list[dict[str, Any]], str]:
+    """The Messages API's ``messages`` for ``items`` (consecutive roles merged), and the
+    whitespace held back from a trailing assistant prefill."""
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+
+    for item in items:
+        if isinstance(item, Text):
+            add("assistant" if item.role == "assistant" else "user",
+                {"type": "text", "text": item.text})  # fmt: skip
+        elif isinstance(item, ToolCall):
+            add("assistant",
+                {"type": "tool_use", "id": item.call_id, "name": item.name,
+                 "input": dict(item.args)})  # fmt: skip
+        else:
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id,
+                     "content": result_text(item.output)}  # fmt: skip
+            if item.is_error:
+                block["is_error"] = True
+            add("user", block)
+    held = ""
+    if messages and messages[-1]["role"] == "assistant":
+        last = messages[-1]["content"][-1]
+        if last.get("type") == "text":
+            text = last["text"]
+            held = text[len(text.rstrip()) :]
+            last["text"] = text.rstrip()
+            if not last["text"]:
+                messages[-1]["content"].pop()
+                if not messages[-1]["content"]:
+                    messages.pop()
+    return messages, held
+
+
+def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+            for t in tools]  # fmt: skip
+
+
+class AnthropicMessages:
+    """An adapter for ``POST /v1/messages`` (streamed)."""
+
+    name = "anthropic"
+    strategy: Strategy = "prefill"
+    honours_idempotency = False
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str,
+        base_url: str = _DEFAULT_BASE,
+        max_tokens: int = 4096,
+        version: str = "2023-06-01",
+        fetch: Fetch | None = None,
+    ) -> None:
+        self._key = api_key
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.max_tokens = max_tokens
+        self.version = version
+        self._fetch = fetch
+
+    @classmethod
+    def from_env(
+        cls, env: Any, *, model: str, key: str = "ANTHROPIC_API_KEY", **options: Any
+    ) -> AnthropicMessages:
+        """The key from the secret ``key`` of ``env`` (and ``ANTHROPIC_BASE_URL`` if set)."""
+        base = getattr(env, "ANTHROPIC_BASE_URL", None) or _DEFAULT_BASE
+        return cls(api_key=env_secret(env, key), model=model, base_url=str(base), **options)
+
+    def __repr__(self) -> str:  # never the key
+        return f"AnthropicMessages(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
+        messages, held = anthropic_messages(call.items)
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
+                                "messages": messages, "stream": True}  # fmt: skip
+        if call.system:
+            body["system"] = call.system
+        if call.tools:
+            body["tools"] = _tools(call.tools)
+        headers = {"x-api-key": self._key, "anthropic-version": self.version,
+                   "content-type": "application/json"}  # fmt: skip
+        fetch = self._fetch or default_fetch()
+        source = post_sse(fetch, self.name, f"{self.base_url}/v1/messages", headers, body)
+        blocks: dict[int, dict[str, Any]] = {}
+        input_tokens = output_tokens = 0
+        reason = "stop"
+        try:
+            async for event in source:
+                try:
+                    data = json.loads(event.data)
+                except ValueError:
+                    continue
+                kind = data.get("type") if isinstance(data, dict) else None
+                if kind == "message_start":
+                    message = data.get("message") or {}
+                    input_tokens = int((message.get("usage") or {}).get("input_tokens", 0))
+                    yield Started({"messageId": message.get("id")})
+                elif kind == "content_block_start":
+                    blocks[int(data["index"])] = dict(data.get("content_block") or {}, json="")
+                elif kind == "content_block_delta":
+                    index, delta = int(data["index"]), data.get("delta") or {}
+                    if delta.get("type") == "text_delta":
+                        text = str(delta.get("text", ""))
+                        if held:  # the seam of a prefill: its held-back whitespace stands
+                            text, held = text.lstrip(), ""  # for the reply's leading one
+                        if text:
+                            yield TextDelta(f"b{index}", text)
+                    elif delta.get("type") == "input_json_delta":
+                        blocks[index]["json"] += str(delta.get("partial_json", ""))
+                elif kind == "content_block_stop":
+                    block = blocks.pop(int(data["index"]), {})
+                    if block.get("type") == "tool_use":
+                        args = json.loads(block["json"] or "{}")
+                        yield ToolCallDone(str(block["id"]), str(block["name"]), args)
+                elif kind == "message_delta":
+                    stop = (data.get("delta") or {}).get("stop_reason")
+                    reason = _REASONS.get(str(stop), "other") if stop else reason
+                    output_tokens = int((data.get("usage") or {}).get("output_tokens", 0))
+                elif kind == "message_stop":
+                    yield Finished(reason, Usage(input_tokens, output_tokens))
+                    return
+                elif kind == "error":
+                    error = data.get("error") or {}
+                    raise ProviderStreamError(self.name, str(error.get("message") or error))
+            raise ProviderStreamError(self.name, "the stream ended before message_stop")
+        finally:
+            await source.aclose()

@@ -1,0 +1,338 @@
+"""The model loop: a provider's steps as the chat layer's UI-message chunks, recoverable.
+
+``on_chat_message`` returns :func:`model_reply`; the loop calls the model, streams its text and
+tool calls, runs server tools through the operation ledger, feeds their results back and calls
+the model again, until it answers without tools, a client tool needs the browser, or
+``max_steps`` is reached. What makes it more than a loop:
+
+* **Nothing is paid twice.** Every model request is an operation (``llm:<provider>``) written
+  before it is sent, with its id as the idempotency key where the provider honours one. The
+  turn's :mod:`checkpoint <agents.providers.checkpoint>` and the provider's handle are stored as
+  soon as they exist. When the chat layer recovers the turn, the loop resumes the cut step by
+  the provider's strategy: it re-attaches to a stored response after the last persisted event
+  (OpenAI Responses), continues the persisted partial as a prefill (Anthropic), or asks again
+  with the partial and an instruction to continue (chat completions).
+* **Side effects run once.** Server tools run under ledger ids derived from their position in
+  the turn; tool calls persisted without a result are settled from the ledger first.
+* **Usage is counted** per request, as the provider reports it, into the agent's usage table
+  (per turn = per assistant message, per operation, per agent).
+* **The proactive context guard**: before a step, when the previous step's input tokens crossed
+  ``max_input_tokens × headroom`` (the agent's ``context_overflow.proactive``), the transcript
+  is compacted with ``compact_messages`` (at most ``max_compactions`` times per reply).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from ..chat.overflow import compact_transcript, resolve_context_overflow
+from .base import Finished, ModelCall, Provider, Started, TextDelta, ToolCallDone
+from .checkpoint import Plan, TurnCheckpoint, load_checkpoint, plan_turn
+from .tools import Tool, run_tool, tool_op
+from .transcript import Item, Text, ToolCall, ToolResult, items_from_messages, merge_texts
+
+__all__ = ["model_reply"]
+
+Chunk = dict[str, Any]
+
+
+def _agents_meta(part: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    meta = part.get(key)
+    inner = meta.get("agents") if isinstance(meta, Mapping) else None
+    return inner if isinstance(inner, Mapping) else {}
+
+
+def _resume_point(partial: Mapping[str, Any] | None) -> tuple[int, int]:
+    """Where the cut step's stored response resumes: after the last event whose sequence number
+    reached storage (a tool call's, kept in its metadata), skipping the text persisted since."""
+    after, skip = -1, 0
+    for part in (partial or {}).get("parts") or ():
+        kind = part.get("type")
+        if kind == "step-start":
+            after, skip = -1, 0
+        elif kind == "text":
+            skip += len(str(part.get("text") or ""))
+        else:
+            seq = _agents_meta(part, "callProviderMetadata").get("seq")
+            if isinstance(seq, int):
+                after, skip = seq, 0
+    return after, skip
+
+
+class _Reply:
+    """One reply's state: the chunks it emits and the items the next step reads."""
+
+    def __init__(self, agent: Any, provider: Provider, tools: Sequence[Tool], plan: Plan) -> None:
+        self.agent = agent
+        self.provider = provider
+        self.tools = {t.name: t for t in tools}
+        self.specs = [t.spec for t in tools]
+        self.checkpoint = plan.checkpoint
+        self.produced: list[Item] = []
+        self._text_ids = 0
+        self._open: tuple[str, str] | None = None  # (provider block, UI text id)
+        #: Characters of text to drop: already in the partial being continued.
+        self.skip = 0
+        #: The text this reply produced in the current step.
+        self.step_text = ""
+
+    @property
+    def message_id(self) -> str:
+        return self.checkpoint.message_id
+
+    def save(self) -> None:
+        self.checkpoint.save(self.agent.ctx.storage.kv)
+
+    def close_text(self) -> list[Chunk]:
+        if self._open is None:
+            return []
+        _, ui = self._open
+        self._open = None
+        return [{"type": "text-end", "id": ui}]
+
+    def text(self, event: TextDelta) -> list[Chunk]:
+        if self.skip:  # text the partial already holds (a re-attached stored response)
+            kept = event.delta[self.skip :]
+            self.skip = max(0, self.skip - len(event.delta))
+            if not kept:
+                return []
+            event = TextDelta(event.block, kept, event.seq)
+        self.step_text += event.delta
+        out: list[Chunk] = []
+        if self._open is None or self._open[0] != event.block:
+            out += self.close_text()
+            ui = f"t{self._text_ids}"
+            self._text_ids += 1
+            self._open = (event.block, ui)
+            out.append({"type": "text-start", "id": ui})
+        out.append({"type": "text-delta", "id": self._open[1], "delta": event.delta})
+        if self.produced and isinstance(self.produced[-1], Text):
+            self.produced[-1] = Text("assistant", self.produced[-1].text + event.delta)
+        else:
+            self.produced.append(Text("assistant", event.delta))
+        return out
+
+    def tool_call(self, event: ToolCallDone, step: int, position: str) -> list[Chunk]:
+        """The chunks of a tool call, naming its ledger operation for a later recovery."""
+        meta: dict[str, Any] = {"step": step, "position": position}
+        if event.seq is not None:
+            meta["seq"] = event.seq
+        tool = self.tools.get(event.name)
+        if tool is not None and tool.execute is not None:
+            meta["opId"] = tool_op(self.agent, tool, event.args, meta["position"]).id
+        self.produced.append(ToolCall(event.call_id, event.name, event.args))
+        return [
+            *self.close_text(),
+            {"type": "tool-input-start", "toolCallId": event.call_id, "toolName": event.name},
+            {"type": "tool-input-available", "toolCallId": event.call_id,
+             "toolName": event.name, "input": event.args,
+             "providerMetadata": {"agents": meta}},
+        ]  # fmt: skip
+
+    async def settle(
+        self, call_id: str, name: str, args: Mapping[str, Any], position: str, *, stored: bool
+    ) -> Chunk:
+        """Run (or replay, or refuse) a server tool call; its output chunk. A call ``stored``
+        in the partial without its result joins the next request's items here."""
+        if stored:
+            self.produced.append(ToolCall(call_id, name, args))
+        tool = self.tools.get(name)
+        if tool is None or tool.execute is None:
+            outcome_ok, value = False, f"no server tool named {name!r}"
+        else:
+            outcome = await run_tool(self.agent, tool, call_id, args, position)
+            outcome_ok, value = outcome.ok, outcome.value
+        self.produced.append(ToolResult(call_id, name, value, not outcome_ok))
+        if outcome_ok:
+            return {"type": "tool-output-available", "toolCallId": call_id, "output": value}
+        return {"type": "tool-output-error", "toolCallId": call_id, "errorText": str(value)}
+
+    def record_usage(self, finished: Finished, op_id: str) -> int | None:
+        if finished.usage is None:
+            return None
+        usage = finished.usage
+        self.agent.record_usage(provider=self.provider.name, model=self.provider.model,
+                                input_tokens=usage.input_tokens,
+                                output_tokens=usage.output_tokens,
+                                turn=self.message_id, op_id=op_id)  # fmt: skip
+        return usage.input_tokens or (usage.input_tokens + usage.output_tokens)
+
+
+def _unsettled(partial: Mapping[str, Any] | None) -> list[tuple[str, str, Mapping[str, Any], str]]:
+    """Server tool calls of the partial persisted without a result (ledger-managed)."""
+    found = []
+    for part in (partial or {}).get("parts") or ():
+        meta = _agents_meta(part, "callProviderMetadata")
+        if meta.get("opId") and part.get("state") == "input-available":
+            name = str(part.get("type", ""))[5:] or str(part.get("toolName") or "")
+            args = part.get("input") if isinstance(part.get("input"), Mapping) else {}
+            found.append((str(part["toolCallId"]), name, args, str(meta.get("position"))))
+    return found
+
+
+def _held(partial: Mapping[str, Any] | None, step: int) -> tuple[bool, str, set[str]]:
+    """Whether the partial holds step ``step``, the text it holds of it, and every call id."""
+    parts = [p for p in (partial or {}).get("parts") or () if isinstance(p, Mapping)]
+    steps = sum(1 for p in parts if p.get("type") == "step-start")
+    ids = {str(p["toolCallId"]) for p in parts if p.get("toolCallId")}
+    if steps != step + 1:
+        return False, "", ids
+    last = max(i for i, p in enumerate(parts) if p.get("type") == "step-start")
+    text = "".join(str(p.get("text") or "") for p in parts[last:] if p.get("type") == "text")
+    return True, text, ids
+
+
+async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
+    """What storage missed of an interrupted turn: its unsettled tool calls, settled from the
+    ledger, and the rest of a step whose request had ended (from the checkpoint), re-emitted."""
+    for call_id, name, args, position in _unsettled(plan.partial):
+        yield await reply.settle(call_id, name, args, position, stored=True)
+    cp = reply.checkpoint
+    output = cp.output
+    if plan.resume_step or not cp.done or output is None:
+        return
+    held, text, ids = _held(plan.partial, cp.step)
+    if not held:
+        yield {"type": "start-step"}
+    rest = str(output["text"])[len(text) :] if str(output["text"]).startswith(text) else ""
+    if rest:
+        for chunk in reply.text(TextDelta("restored", rest)):
+            yield chunk
+        for chunk in reply.close_text():
+            yield chunk
+    for call_id, name, args, position in output["calls"]:
+        if call_id in ids:
+            continue
+        event = ToolCallDone(call_id, name, args)
+        for chunk in reply.tool_call(event, cp.step, position):
+            yield chunk
+        tool = reply.tools.get(name)
+        if tool is None or tool.execute is not None:
+            yield await reply.settle(call_id, name, args, position, stored=True)
+    yield {"type": "finish-step"}
+
+
+def _answered(partial: Mapping[str, Any] | None, calls: Sequence[Sequence[Any]]) -> bool:
+    """Whether every call of ``calls`` has a result in the partial (a client answered)."""
+    settled = {
+        str(p.get("toolCallId"))
+        for p in (partial or {}).get("parts") or ()
+        if isinstance(p, Mapping) and str(p.get("state", "")).startswith("output-")
+    }
+    return all(str(c[0]) in settled for c in calls)
+
+
+def _client_calls(reply: _Reply, calls: Sequence[Sequence[Any]]) -> bool:
+    return any((t := reply.tools.get(str(c[1]))) is not None and t.execute is None for c in calls)
+
+
+async def model_reply(
+    agent: Any,
+    options: Any,
+    provider: Provider,
+    *,
+    tools: Sequence[Tool] = (),
+    system: str | None = None,
+    max_steps: int = 10,
+) -> AsyncIterator[Chunk]:
+    """The reply to ``agent``'s conversation as UI-message chunks (see the module docstring);
+    ``options`` is the ``ChatMessageOptions`` ``on_chat_message`` received."""
+    messages = agent.messages
+    plan = plan_turn(load_checkpoint(agent.ctx.storage.kv), provider.name, messages,
+                     continuation=bool(options.continuation),
+                     new_id=f"msg_{secrets.token_hex(8)}")  # fmt: skip
+    reply = _Reply(agent, provider, tools, plan)
+    cp: TurnCheckpoint = reply.checkpoint
+    overflow = resolve_context_overflow(getattr(agent, "context_overflow", None))
+    yield {"type": "start", "messageId": cp.message_id}
+    async for chunk in _restore(reply, plan):
+        yield chunk
+    resume: dict[str, Any] | None = None
+    reason, ended = "stop", False
+    if plan.resume_step:
+        handle = cp.handle or {}
+        if provider.strategy == "retrieve" and handle.get("responseId"):
+            after, reply.skip = _resume_point(plan.partial)
+            resume = {"responseId": handle["responseId"], "after": after}
+        elif not provider.honours_idempotency:
+            cp.request += 1  # a new request for the cut step: a new operation
+        # else: the same request again, under the same idempotency key (collapsed upstream)
+    elif cp.done:
+        done_calls = (cp.output or {}).get("calls") or []
+        reason = str((cp.output or {}).get("reason") or "stop")
+        ended = reason != "tool-calls" or not done_calls
+        if not ended and _client_calls(reply, done_calls):
+            ended = not _answered(plan.partial, done_calls)  # the browser has yet to answer
+        if not ended:
+            cp.step, cp.request, cp.done, cp.handle, cp.output = cp.step + 1, 0, False, None, None
+    compactions, last_input = 0, None
+    first = True
+    while not ended and cp.step < max_steps:
+        if (overflow is not None and overflow.max_input_tokens is not None
+                and last_input is not None and compactions < overflow.max_compactions
+                and last_input >= overflow.max_input_tokens * overflow.headroom):  # fmt: skip
+            if await compact_transcript(agent, options.request_id, "proactive"):
+                compactions += 1
+                messages = agent.messages
+        cp.done = False
+        reply.save()
+        if not (first and resume is not None):
+            yield {"type": "start-step"}
+        request = {"model": provider.model, "message": cp.message_id, "step": cp.step,
+                   "request": cp.request}  # fmt: skip
+        op = agent.operation(f"llm:{provider.name}", request, turn=cp.message_id,
+                             idempotent=provider.honours_idempotency)  # fmt: skip
+        calls: list[ToolCallDone] = []
+        finished: Finished | None = None
+        reply.step_text = ""
+        async with op:
+            call = ModelCall(merge_texts([*items_from_messages(messages), *reply.produced]),
+                             system, reply.specs, idempotency_key=op.id, resume=resume)  # fmt: skip
+            async for event in provider.stream(call):
+                if isinstance(event, Started):
+                    cp.handle = dict(event.handle)
+                    reply.save()
+                elif isinstance(event, TextDelta):
+                    for chunk in reply.text(event):
+                        yield chunk
+                elif isinstance(event, ToolCallDone):
+                    position = f"{cp.message_id}/{cp.step}/{len(calls)}"
+                    for chunk in reply.tool_call(event, cp.step, position):
+                        yield chunk
+                    calls.append(event)
+                else:
+                    finished = event
+            op.complete({"reason": finished.reason if finished else None, "handle": cp.handle})
+        for chunk in reply.close_text():
+            yield chunk
+        assert finished is not None  # a stream without its end raises ProviderStreamError
+        reason = finished.reason
+        last_input = reply.record_usage(finished, op.id)
+        step_text = reply.step_text
+        positions = [f"{cp.message_id}/{cp.step}/{i}" for i in range(len(calls))]
+        cp.done, cp.output = (
+            True,
+            {
+                "text": step_text,
+                "calls": [
+                    [c.call_id, c.name, c.args, p] for c, p in zip(calls, positions, strict=True)
+                ],
+                "reason": reason,
+            },
+        )
+        reply.save()
+        yield {"type": "finish-step"}
+        first, resume = False, None
+        for event, position in zip(calls, positions, strict=True):
+            tool = reply.tools.get(event.name)
+            if tool is None or tool.execute is not None:
+                yield await reply.settle(event.call_id, event.name, event.args, position,
+                                         stored=False)  # fmt: skip
+        if reason != "tool-calls" or not calls or _client_calls(reply, cp.output["calls"]):
+            break
+        cp.step, cp.request, cp.done, cp.handle, cp.output = cp.step + 1, 0, False, None, None
+    cp.finished = True
+    reply.save()
+    yield {"type": "finish", "finishReason": reason}

@@ -1,0 +1,163 @@
+"""Any OpenAI-compatible chat-completions endpoint: local servers, gateways, other vendors.
+
+Such an endpoint neither stores responses nor promises to continue an assistant prefill, so a
+cut reply is recovered by asking again (strategy ``"retry"``): with the partial answer as the
+last assistant message followed by :attr:`OpenAIChatCompletions.prefill_instruction` — the
+universal fallback of the project's design notes, which most models follow well. The new text
+is appended to the partial, so the user still reads one message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from .base import (
+    Fetch,
+    Finished,
+    ModelCall,
+    ProviderEvent,
+    Strategy,
+    TextDelta,
+    ToolCallDone,
+    ToolSpec,
+    Usage,
+    post_sse,
+)
+from .errors import ProviderStreamError
+from .keys import default_fetch, env_secret
+from .transcript import Item, Text, ToolCall, result_text
+
+__all__ = ["CONTINUE_INSTRUCTION", "OpenAIChatCompletions", "chat_messages"]
+
+_DEFAULT_BASE = "https://api.openai.com/v1"
+_REASONS = {"stop": "stop", "tool_calls": "tool-calls", "function_call": "tool-calls",
+            "length": "length", "content_filter": "content-filter"}  # fmt: skip
+CONTINUE_INSTRUCTION = (
+    "Your previous answer was cut off. Continue exactly where it stopped, without repeating "
+    "any of it and without any preamble."
+)
+
+
+def chat_messages(
+    items: Sequence[Item], system: str | None, instruction: str | None
+) -> list[dict[str, Any]]:
+    """Chat-completions ``messages`` for ``items``; a trailing assistant partial is followed
+    by ``instruction`` as a user message."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for item in items:
+        if isinstance(item, Text):
+            messages.append({"role": item.role, "content": item.text})
+        elif isinstance(item, ToolCall):
+            arguments = json.dumps(dict(item.args), ensure_ascii=False)
+            call = {"id": item.call_id, "type": "function",
+                    "function": {"name": item.name, "arguments": arguments}}  # fmt: skip
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant":
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        else:
+            messages.append({"role": "tool", "tool_call_id": item.call_id,
+                             "content": result_text(item.output)})  # fmt: skip
+    last = messages[-1] if messages else None
+    if instruction and last is not None and last["role"] == "assistant" and last.get("content"):
+        if not last.get("tool_calls"):
+            messages.append({"role": "user", "content": instruction})
+    return messages
+
+
+def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": dict(t.parameters)}}
+            for t in tools]  # fmt: skip
+
+
+class OpenAIChatCompletions:
+    """An adapter for ``POST {base_url}/chat/completions`` (streamed, usage included)."""
+
+    name = "openai-chat"
+    strategy: Strategy = "retry"
+    honours_idempotency = False
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str,
+        base_url: str = _DEFAULT_BASE,
+        prefill_instruction: str | None = CONTINUE_INSTRUCTION,
+        fetch: Fetch | None = None,
+    ) -> None:
+        self._key = api_key
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.prefill_instruction = prefill_instruction
+        self._fetch = fetch
+
+    @classmethod
+    def from_env(
+        cls, env: Any, *, model: str, key: str = "OPENAI_API_KEY",
+        base_url_var: str = "OPENAI_BASE_URL", **options: Any,
+    ) -> OpenAIChatCompletions:  # fmt: skip
+        """The key from the secret ``key`` of ``env``, the base URL from ``base_url_var``."""
+        base = getattr(env, base_url_var, None) or _DEFAULT_BASE
+        return cls(api_key=env_secret(env, key), model=model, base_url=str(base), **options)
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAIChatCompletions(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": chat_messages(call.items, call.system, self.prefill_instruction),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if call.tools:
+            body["tools"] = _tools(call.tools)
+        headers = {"authorization": f"Bearer {self._key}", "content-type": "application/json"}
+        fetch = self._fetch or default_fetch()
+        source = post_sse(fetch, self.name, f"{self.base_url}/chat/completions", headers, body)
+        calls: dict[int, dict[str, str]] = {}
+        reason, usage = "stop", None
+        try:
+            async for event in source:
+                if event.data.strip() == "[DONE]":
+                    for index in sorted(calls):
+                        c = calls[index]
+                        yield ToolCallDone(c["id"], c["name"], json.loads(c["arguments"] or "{}"))
+                    yield Finished(reason, usage)
+                    return
+                try:
+                    data = json.loads(event.data)
+                except ValueError:
+                    continue
+                if not isinstance(data, dict):
+                    continue
+                if data.get("error"):
+                    error = data["error"]
+                    message = error.get("message") if isinstance(error, dict) else error
+                    raise ProviderStreamError(self.name, str(message))
+                if data.get("usage"):
+                    u = data["usage"]
+                    usage = Usage(
+                        int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+                    )
+                for choice in data.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    if delta.get("content"):
+                        yield TextDelta("c0", str(delta["content"]))
+                    for tc in delta.get("tool_calls") or ():
+                        empty = {"id": "", "name": "", "arguments": ""}
+                        slot = calls.setdefault(int(tc.get("index", 0)), empty)
+                        function = tc.get("function") or {}
+                        slot["id"] = tc.get("id") or slot["id"]
+                        slot["name"] = function.get("name") or slot["name"]
+                        slot["arguments"] += function.get("arguments") or ""
+                    if choice.get("finish_reason"):
+                        reason = _REASONS.get(str(choice["finish_reason"]), "other")
+            raise ProviderStreamError(self.name, "the stream ended before [DONE]")
+        finally:
+            await source.aclose()

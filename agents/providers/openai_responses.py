@@ -1,0 +1,189 @@
+"""OpenAI's Responses API: background generations that survive the caller, retrieved by id.
+
+With ``background: true`` (and ``store``) the response keeps generating on OpenAI's side when
+the connection drops, and ``GET /v1/responses/{id}?stream=true&starting_after=N`` streams its
+events after sequence number ``N`` — so an agent killed mid-reply re-attaches after the last
+event it persisted, with no second generation and no second bill (strategy ``"retrieve"``).
+The create request carries the operation id as its ``Idempotency-Key``: a create repeated
+after a kill that came before the response id was stored is collapsed by the upstream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from .base import (
+    Fetch,
+    Finished,
+    ModelCall,
+    ProviderEvent,
+    Started,
+    Strategy,
+    TextDelta,
+    ToolCallDone,
+    ToolSpec,
+    Usage,
+    post_sse,
+)
+from .errors import ProviderStreamError
+from .keys import default_fetch, env_secret
+from .transcript import Item, Text, ToolCall, result_text
+
+__all__ = ["OpenAIResponses"]
+
+_DEFAULT_BASE = "https://api.openai.com/v1"
+
+
+def responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
+    """The Responses API's input items for the conversation ``items``."""
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, Text):
+            out.append({"role": item.role, "content": item.text})
+        elif isinstance(item, ToolCall):
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": item.call_id,
+                    "name": item.name,
+                    "arguments": json.dumps(dict(item.args), ensure_ascii=False),
+                }
+            )
+        else:
+            out.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": item.call_id,
+                    "output": result_text(item.output),
+                }
+            )
+    return out
+
+
+def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": dict(t.parameters),
+        }
+        for t in tools
+    ]
+
+
+class OpenAIResponses:
+    """An adapter for ``POST /v1/responses`` (background, streamed, stored)."""
+
+    name = "openai-responses"
+    strategy: Strategy = "retrieve"
+    honours_idempotency = True
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str,
+        base_url: str = _DEFAULT_BASE,
+        background: bool = True,
+        max_output_tokens: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        fetch: Fetch | None = None,
+    ) -> None:
+        self._key = api_key
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.background = background
+        self.max_output_tokens = max_output_tokens
+        self.options = dict(options or {})
+        self._fetch = fetch
+
+    @classmethod
+    def from_env(
+        cls, env: Any, *, model: str, key: str = "OPENAI_API_KEY", **options: Any
+    ) -> OpenAIResponses:
+        """The key from the secret ``key`` of ``env`` (and ``OPENAI_BASE_URL`` if set)."""
+        base = getattr(env, "OPENAI_BASE_URL", None) or _DEFAULT_BASE
+        return cls(api_key=env_secret(env, key), model=model, base_url=str(base), **options)
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAIResponses(model={self.model!r}, base_url={self.base_url!r})"
+
+    def _headers(self, call: ModelCall) -> dict[str, str]:
+        headers = {"authorization": f"Bearer {self._key}", "content-type": "application/json"}
+        if call.idempotency_key and not call.resume:
+            headers["idempotency-key"] = call.idempotency_key
+        return headers
+
+    def _events(self, call: ModelCall) -> AsyncGenerator[Any, None]:
+        fetch = self._fetch or default_fetch()
+        if call.resume:
+            response_id = quote(str(call.resume["responseId"]), safe="")
+            after = int(call.resume.get("after", -1))
+            url = f"{self.base_url}/responses/{response_id}?stream=true"
+            if after >= 0:
+                url += f"&starting_after={after}"
+            return post_sse(fetch, self.name, url, self._headers(call), method="GET")
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": responses_input(call.items),
+            "stream": True,
+            "store": True,
+            "background": self.background,
+            **self.options,
+        }
+        if call.system:
+            body["instructions"] = call.system
+        if call.tools:
+            body["tools"] = _tools(call.tools)
+        if self.max_output_tokens is not None:
+            body["max_output_tokens"] = self.max_output_tokens
+        return post_sse(fetch, self.name, f"{self.base_url}/responses", self._headers(call), body)
+
+    async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
+        calls = 0
+        source = self._events(call)
+        try:
+            async for event in source:
+                try:
+                    data = json.loads(event.data)
+                except ValueError:
+                    continue
+                kind = data.get("type") if isinstance(data, dict) else None
+                seq = data.get("sequence_number")
+                if kind == "response.created":
+                    yield Started({"responseId": data["response"]["id"]})
+                elif kind == "response.output_text.delta":
+                    yield TextDelta(str(data.get("item_id")), str(data.get("delta", "")), seq)
+                elif kind == "response.output_item.done":
+                    item = data.get("item") or {}
+                    if item.get("type") == "function_call":
+                        calls += 1
+                        args = json.loads(item.get("arguments") or "{}")
+                        yield ToolCallDone(str(item["call_id"]), str(item["name"]), args, seq)
+                elif kind in ("response.completed", "response.incomplete"):
+                    response = data.get("response") or {}
+                    usage = response.get("usage") or {}
+                    tool_calls = calls or any(
+                        o.get("type") == "function_call" for o in response.get("output") or ()
+                    )
+                    reason = "tool-calls" if tool_calls else "stop"
+                    if kind == "response.incomplete":
+                        reason = "length"
+                    yield Finished(
+                        reason,
+                        Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
+                        if usage
+                        else None,
+                    )
+                    return
+                elif kind in ("response.failed", "error", "response.cancelled"):
+                    error = (data.get("response") or {}).get("error") or data.get("error") or data
+                    message = error.get("message") if isinstance(error, dict) else str(error)
+                    raise ProviderStreamError(self.name, str(message or kind))
+            raise ProviderStreamError(self.name, "the stream ended before response.completed")
+        finally:
+            await source.aclose()

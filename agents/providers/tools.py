@@ -1,0 +1,85 @@
+"""Tools the model may call, run through the agent's operation ledger.
+
+A tool with ``execute`` runs on the server; one without is answered by the browser (a client
+tool: the reply ends with ``finishReason: "tool-calls"`` and the client's result continues the
+turn). Every server execution goes through :meth:`Agent.operation` under an id derived from its
+position in the turn (assistant message, step, index) and its arguments — so a turn recovered
+after a kill never silently runs a side effect twice: a completed call returns its stored
+result, a call that may have run tells the model so (``output-error`` with the ledger's "may
+have executed; verify before retrying"), and an ``idempotent`` tool — one that passes
+``ctx.idempotency_key`` to an upstream that collapses duplicates — simply runs again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import ToolSpec
+
+__all__ = ["Tool", "ToolContext", "ToolOutcome", "run_tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What ``execute`` gets beside the arguments."""
+
+    agent: Any
+    call_id: str
+    #: The ledger's operation id: pass it upstream as the idempotency key.
+    idempotency_key: str
+
+
+ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool: its model-facing spec, and ``execute`` unless the browser answers it."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    execute: ToolFn | None = None
+    #: ``execute`` passes ``ctx.idempotency_key`` to an upstream that collapses duplicates, so
+    #: running it again after a kill is safe.
+    idempotent: bool = False
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    ok: bool
+    #: The output (``ok``) or the error text the model reads.
+    value: Any
+    status: str
+
+
+def tool_op(agent: Any, tool: Tool, args: Mapping[str, Any], position: str) -> Any:
+    return agent.operation(f"tool:{tool.name}", dict(args), turn=position,
+                           idempotent=tool.idempotent)  # fmt: skip
+
+
+async def run_tool(
+    agent: Any, tool: Tool, call_id: str, args: Mapping[str, Any], position: str
+) -> ToolOutcome:
+    """Run ``tool`` once per ledger entry; what it returned, or why the model gets no result."""
+    assert tool.execute is not None
+    op = tool_op(agent, tool, args, position)
+    try:
+        async with op:
+            if op.replayed:
+                return ToolOutcome(True, op.result, "replayed")
+            if op.ambiguous:
+                return ToolOutcome(False, op.ambiguity, "ambiguous")
+            result = await tool.execute(dict(args), ToolContext(agent, call_id, op.id))
+            op.complete(result)
+            return ToolOutcome(True, result, str(op.status))
+    except Exception as exc:  # the tool failed: the model reads why (the ledger says failed)
+        return ToolOutcome(False, f"{type(exc).__name__}: {exc}", "failed")
