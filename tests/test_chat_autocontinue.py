@@ -11,6 +11,7 @@ and on the wire by their terminal frames.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from agents.chat import AIChatAgent, ChatMessageOptions
@@ -44,19 +45,12 @@ class Tools(AIChatAgent):
         super().__init__(ctx, env)
         london = ToolCall("getWeather", {"city": "London"}, call_id="call_1")
         rome = ToolCall("getWeather", {"city": "Rome"}, call_id="call_2")
+        ask = ToolCall("ask", {}, call_id="call_a", stream_input=False, approval_id="approval_1")
         self.model = ScriptedModel.by_last_user_text(
             {
                 "tools": [london, rome, Delay(1)],
                 "split": [london, Delay(1), rome, Delay(1)],
-                "approve": [
-                    ToolCall(
-                        "dangerous",
-                        {"x": 21},
-                        call_id="call_a",
-                        stream_input=False,
-                        approval_id="approval_1",
-                    )
-                ],
+                "approve": [ask],
             },
             default=[Text("Hello, ", "world")],
             sleep=gated_sleep,
@@ -104,12 +98,26 @@ async def stored(stub: Any) -> list[dict[str, Any]]:
     return messages
 
 
-async def start(h: Any, text: str) -> tuple[Any, Client]:
+async def start(h: Any, text: str, continuations: Sequence[Script] = ()) -> tuple[Any, Client]:
     Tools.turns = []
-    Tools.continuations = []
+    Tools.continuations = list(continuations)
     stub = h.env.CHAT.getByName("room")
     a = await connect(stub, "a")
     a.send(request("r1", text, "u1"))
+    return stub, a
+
+
+async def answered_after_the_turn(
+    h: Any, *answers: dict[str, Any], continuations: Sequence[Script] = ()
+) -> tuple[Any, Client]:
+    """The ``"tools"`` turn runs to its end, then the client sends ``answers`` back to back;
+    returns once the agent has applied them all."""
+    stub, a = await start(h, "tools", continuations)
+    step(1)
+    await eventually(lambda: a.done("r1"), what="the turn's end")
+    for frame in answers:
+        a.send(frame)
+    await eventually(lambda: len(a.of(UPDATED)) == len(answers), what="the answers applied")
     return stub, a
 
 
@@ -152,12 +160,7 @@ async def test_a_burst_of_answers_to_a_finished_turn_continues_once(
     first started, so there is one continuation, and ``wait_until_stable`` counts it: it does
     not report the agent idle while the continuation is only armed."""
     h = await doemu_harness({"CHAT": Tools})
-    stub, a = await start(h, "tools")
-    step(1)
-    await eventually(lambda: a.done("r1"), what="the turn's end")
-    a.send(answer("call_1"))
-    a.send(answer("call_2"))
-    await eventually(lambda: len(a.of(UPDATED)) == 2, what="both answers applied")
+    stub, a = await answered_after_the_turn(h, answer("call_1"), answer("call_2"))
     assert await stub.stable(0.05) is False  # armed: not idle (and the clock stands still)
     assert continuations() == []
     await h.advance(50)
@@ -199,12 +202,9 @@ async def test_an_answer_without_auto_continue_never_continues_by_itself(
     doemu_harness: HarnessFactory,
 ) -> None:
     h = await doemu_harness({"CHAT": Tools})
-    stub, a = await start(h, "tools")
-    step(1)
-    await eventually(lambda: a.done("r1"), what="the turn's end")
-    a.send(answer("call_1", auto=False))
-    a.send(answer("call_2", auto=False))
-    await eventually(lambda: len(a.of(UPDATED)) == 2, what="both answers applied")
+    stub, a = await answered_after_the_turn(
+        h, answer("call_1", auto=False), answer("call_2", auto=False)
+    )
     await h.advance(1_000)
     assert await stub.stable(5) is True
     assert continuations() == [] and continuation_ends(a) == []
@@ -217,19 +217,14 @@ async def test_answers_during_the_continuation_make_one_follow_up(
     streams — after it read the transcript — so they cannot be part of it: they defer into one
     follow-up continuation, which runs once the first has completed and sees all four answers."""
     h = await doemu_harness({"CHAT": Tools})
-    stub, a = await start(h, "tools")
-    Tools.continuations = [
-        [
-            ToolCall("getWeather", {"city": "Oslo"}, call_id="call_3"),
-            ToolCall("getWeather", {"city": "Bern"}, call_id="call_4"),
-            Delay(1),
-        ]
+    more_calls: Script = [
+        ToolCall("getWeather", {"city": "Oslo"}, call_id="call_3"),
+        ToolCall("getWeather", {"city": "Bern"}, call_id="call_4"),
+        Delay(1),
     ]
-    step(1)
-    await eventually(lambda: a.done("r1"), what="the turn's end")
-    a.send(answer("call_1"))
-    a.send(answer("call_2"))
-    await eventually(lambda: len(a.of(UPDATED)) == 2, what="both answers applied")
+    stub, a = await answered_after_the_turn(
+        h, answer("call_1"), answer("call_2"), continuations=[more_calls]
+    )
     await h.advance(50)
     await eventually(
         lambda: [c["type"] for c in _continuation_chunks(a)].count("tool-input-available") == 2,
@@ -267,11 +262,7 @@ async def test_a_user_turn_in_between_drops_the_held_continuation(
     moves on instead (a new message, whose turn repairs the unanswered call), and the held
     continuation must not continue the new reply once that turn ends."""
     h = await doemu_harness({"CHAT": Tools})
-    stub, a = await start(h, "tools")
-    step(1)
-    await eventually(lambda: a.done("r1"), what="the turn's end")
-    a.send(answer("call_1"))
-    await eventually(lambda: len(a.of(UPDATED)) == 1, what="the answer applied")
+    stub, a = await answered_after_the_turn(h, answer("call_1"))
     await h.advance(50)  # held: call_2 waits
     a.send(request("r2", "hi", "u2"))
     await eventually(lambda: a.done("r2"), what="the user's turn")
@@ -295,13 +286,8 @@ async def test_an_approval_with_auto_continue_continues(doemu_harness: HarnessFa
 
 async def test_a_clear_drops_the_scheduled_continuation(doemu_harness: HarnessFactory) -> None:
     h = await doemu_harness({"CHAT": Tools})
-    stub, a = await start(h, "tools")
-    step(1)
-    await eventually(lambda: a.done("r1"), what="the turn's end")
-    a.send(answer("call_1"))
-    a.send(answer("call_2"))
-    a.send({"type": "cf_agent_chat_clear"})
-    await eventually(lambda: len(a.of(UPDATED)) == 2, what="both answers applied")
+    stub, a = await answered_after_the_turn(h, answer("call_1"), answer("call_2"))
+    a.send({"type": "cf_agent_chat_clear"})  # before the 50 ms are up: the clock stands still
     await eventually(lambda: _empty(stub), what="the clear")
     await h.advance(1_000)
     assert await stub.stable(5) is True

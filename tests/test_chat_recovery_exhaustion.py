@@ -88,6 +88,19 @@ async def incident_records(stub: Any) -> list[dict[str, Any]]:
     return [await stub.kv_get(key) for key in await stub.kv_keys(INCIDENTS)]
 
 
+async def _metered(doemu_harness: HarnessFactory, cls: type[Metered]) -> tuple[Any, Any, Client]:
+    """A harness running ``cls``, and r1's first reply streamed: ``(h, stub, client)``."""
+    Recovering.recoveries = []
+    Metered.exhausted = []
+    Metered.turns = []
+    h = await doemu_harness({"CHAT": cls})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "hi", "u1"))
+    await eventually(lambda: len(a.chunks("r1")) == 14, what="the first reply's words")
+    return h, stub, a
+
+
 async def test_a_turn_that_keeps_progressing_is_sealed_by_its_work_budget(
     doemu_harness: HarnessFactory,
 ) -> None:
@@ -96,14 +109,7 @@ async def test_a_turn_that_keeps_progressing_is_sealed_by_its_work_budget(
     buffer of ten, then the rest), so the work since the baseline is 2 after the first
     continuation (within budget) and 4 after the second — sealed with ``work_budget_exceeded``
     although every attempt made progress."""
-    Recovering.recoveries = []
-    Metered.exhausted = []
-    Metered.turns = []
-    h = await doemu_harness({"CHAT": Metered})
-    stub = h.env.CHAT.getByName("room")
-    a = await connect(stub, "a")
-    a.send(request("r1", "hi", "u1"))
-    await eventually(lambda: len(a.chunks("r1")) == 14, what="the first reply's words")
+    h, stub, a = await _metered(doemu_harness, Metered)
     for stall in range(1, 6):
         await h.advance(1_000)  # the watchdog fires; a scheduled attempt's alarm is due at once
         await eventually(
@@ -160,14 +166,7 @@ async def test_a_crash_loop_that_credits_progress_is_sealed_by_its_work_budget(
     which resets the attempt count and the no-progress clock. The third interruption finds two
     segments of work since the incident opened — sealed with ``work_budget_exceeded`` well
     before the interruption budget (five); the partial of every attempt is kept."""
-    Recovering.recoveries = []
-    Metered.exhausted = []
-    Metered.turns = []
-    h = await doemu_harness({"CHAT": CrashLooping})
-    stub = h.env.CHAT.getByName("room")
-    a = await connect(stub, "a")
-    a.send(request("r1", "hi", "u1"))
-    await eventually(lambda: len(a.chunks("r1")) == 14, what="the first reply's words")
+    h, stub, _ = await _metered(doemu_harness, CrashLooping)
     watchers: list[Client] = []
     for kill in range(1, 6):
         h.reset("CHAT", "room", f"simulated crash {kill}")
