@@ -39,6 +39,7 @@ from ..core.connections import Connection
 from ..core.protocol import dumps
 from ..fibers.types import FiberRecoveryContext
 from . import frames
+from .autocontinue import AutoContinuation
 from .frames import parse_chat_frame
 from .messages import UIMessage, origin_message_ids
 from .overflow import compact_after_overflow
@@ -61,10 +62,7 @@ from .streams import create_tables as create_stream_tables
 from .submissions import Submissions
 from .submissions import create_tables as create_submission_tables
 from .turn import ChatMessageOptions, TurnRunner, TurnSpec, new_request_id
-from .turns import (
-    SubmitPolicy,
-    TurnQueue,
-)
+from .turns import SubmitPolicy, TurnQueue
 
 __all__ = ["CHAT_FIBER_PREFIX", "AIChatAgent", "ChatMessageOptions"]
 
@@ -120,6 +118,7 @@ class AIChatAgent(Agent):
             self._chat_streams, self._chat_queue, self._chat_terminal_record
         )
         self._chat_runner = TurnRunner(self)
+        self._chat_auto = AutoContinuation(self)  # tool answers' autoContinue, coalesced
         self._chat_submissions = Submissions(self)
         config = resolve_chat_recovery(self.chat_recovery)  # a property may bind hooks
         self._chat_recovery = TurnRecovery(self, config) if config is not None else None
@@ -306,8 +305,8 @@ class AIChatAgent(Agent):
         seconds ran out first (the SDK's ``waitUntilStable({timeout})``)."""
         try:
             async with asyncio.timeout(within):
-                while self._chat_queue.busy:
-                    await self._chat_queue.idle()
+                while self._chat_queue.busy or self._chat_auto.armed:
+                    await self._chat_auto.idle()  # a continuation about to run is no idleness
         except TimeoutError:
             return False
         return not self.has_pending_interaction()

@@ -147,6 +147,7 @@ class TurnRunner:
         options = ChatMessageOptions(
             spec.request_id, abort, spec.client_tools, spec.body, spec.continuation
         )
+        agent._chat_auto.turn_started(spec.request_id)
         compactions = 0
         while True:
             result: dict[str, Any] = {
@@ -158,6 +159,7 @@ class TurnRunner:
             outcome = await self._run_once(spec, abort, options, result, compactions)
             if outcome is not _COMPACTED:
                 finished: dict[str, Any] = outcome
+                agent._chat_auto.turn_ended()
                 return finished
             compactions += 1  # the history was compacted: the turn runs again, from scratch
 
@@ -371,7 +373,8 @@ class TurnRunner:
         answer a call before the turn that made it ends: the part is updated in place and
         persisted with the message), then in the stored transcript. Either way every connection
         gets ``cf_agent_message_updated``. A part already past the frame's states is left alone
-        (the first answer wins); an unknown call is ignored (logged), as in the SDK.
+        (the first answer wins); an unknown call is ignored (logged), as in the SDK. An answer
+        with ``autoContinue`` schedules a continuation, coalesced (:mod:`.autocontinue`).
         """
         agent = self._agent
         data = frame.data
@@ -408,8 +411,7 @@ class TurnRunner:
             _answer(part, frame)
             agent._chat_store.upsert(message)
         agent._chat_broadcast(frames.message_updated_frame(message))
-        if data.get("autoContinue") and not agent.has_pending_interaction():
-            agent.ctx.waitUntil(agent.continue_last_turn())
+        agent._chat_auto.answered(message["id"], auto_continue=bool(data.get("autoContinue")))
 
 
 def _answer(part: dict[str, Any], frame: ChatFrame) -> None:
