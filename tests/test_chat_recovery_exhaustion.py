@@ -6,17 +6,14 @@ reply's last chunk, a scheduled attempt is the alarm ``h.advance`` fires. Each t
 user and an operator can see once recovery gives up: the sealed incident, the hooks and how often
 they ran, the frames the client got, the transcript, and that nothing keeps firing afterwards.
 
-A stable-wait timeout should spend one attempt and reschedule, as the SDK does, giving up only
-at ``max_attempts``; the engine gives up at the first one, so that test is a strict xfail until
-``TurnRecovery.run`` applies :func:`~agents.chat.recovery.after_stable_timeout`.
+A stable-wait timeout spends one attempt and reschedules 3 s later, as the SDK does, giving up
+only at ``max_attempts``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, ClassVar
-
-import pytest
 
 from agents.chat import ChatMessageOptions
 from agents.chat.recovery import DEFAULT_TERMINAL_MESSAGE, ChatRecoveryConfig
@@ -305,12 +302,6 @@ async def test_an_attempt_that_never_sees_a_stable_agent_gives_up_with_stable_ti
     await _sealed_on_stable_timeout(h, stub, b, attempt=1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: TurnRecovery.run (agents/chat/recovering.py) gives up with "
-    "stable_timeout at the first stable-wait timeout instead of applying after_stable_timeout "
-    "(reschedule in 3 s, spending one attempt, until max_attempts)",
-)
 async def test_a_stable_timeout_reschedules_until_the_attempts_run_out(
     doemu_harness: HarnessFactory,
 ) -> None:

@@ -34,10 +34,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import frames
+from .incidents import IncidentStore
 from .recovery import (
     CHAT_LAST_TERMINAL_KEY,
     CHAT_RECOVERING_KEY,
-    CHAT_RECOVERY_PROGRESS_KEY,
     EVENT_EXHAUSTED,
     REASON_AWAITING_CLIENT_INTERACTION,
     REASON_CONTINUE_DISABLED,
@@ -52,8 +52,8 @@ from .recovery import (
     RecoveryIdentity,
     StalledTrigger,
     admit_attempt,
+    after_stable_timeout,
     build_exhausted_context,
-    chat_recovery_incident_key,
     classify_recovery_kind,
     evaluate_incident,
     finish_attempt,
@@ -85,43 +85,22 @@ def _text_of(parts: Any) -> str:
 class TurnRecovery:
     """Recovers one ``AIChatAgent``'s interrupted turns within ``config``'s budgets."""
 
-    __slots__ = ("_agent", "_config", "_isolate")
+    __slots__ = ("_agent", "_config", "_isolate", "_store")
 
     def __init__(self, agent: Any, config: ChatRecoveryConfig) -> None:
         self._agent = agent
         self._config = config
+        self._store = IncidentStore(lambda: agent.ctx.storage.kv)
         #: This instance: an attempt recorded by another one that never finished died with it.
         self._isolate = secrets.token_hex(8)
 
-    # -- storage ------------------------------------------------------------------------------
     @property
     def _kv(self) -> Any:
         return self._agent.ctx.storage.kv
 
     def bump_progress(self) -> None:
         """One more flushed segment (``ResumableStreams.on_flushed``), in the flush's turn."""
-        self._kv.put(CHAT_RECOVERY_PROGRESS_KEY, self.progress() + 1)
-
-    def progress(self) -> int:
-        value = self._kv.get(CHAT_RECOVERY_PROGRESS_KEY)
-        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-    def _read(self, incident_id: str) -> ChatRecoveryIncident | None:
-        raw = self._kv.get(chat_recovery_incident_key(incident_id))
-        if not isinstance(raw, Mapping):
-            return None
-        try:
-            return ChatRecoveryIncident.from_json(raw)
-        except Exception:
-            _log.warning("unreadable chat recovery incident %s dropped", incident_id)
-            return None
-
-    def _write(self, incident: ChatRecoveryIncident | None, incident_id: str) -> None:
-        key = chat_recovery_incident_key(incident_id)
-        if incident is None:
-            self._kv.delete(key)
-        else:
-            self._kv.put(key, incident.to_json())
+        self._store.bump_progress()
 
     def _recovering(self, on: bool, request_id: str | None) -> None:
         agent = self._agent
@@ -163,18 +142,18 @@ class TurnRecovery:
         now = int(agent._core.now())
         attempt = ChatRecoveryAttempt(self._isolate, secrets.token_hex(8))
         decision = await evaluate_incident(
-            self._read(identity.incident_id),
+            self._store.read(identity.incident_id),
             self._config,
             identity=identity,
             trigger=InterruptedTrigger(attempt),
             now_ms=now,
-            current_progress=self.progress(),
+            current_progress=self._store.progress(),
             awaiting_client_interaction=agent.has_pending_interaction(),
         )
         incident = decision.incident
         if decision.attempt_in_flight is not None:  # this replay is over once we return
             incident = finish_attempt(incident, decision.attempt_in_flight) or incident
-        self._write(incident, identity.incident_id)
+        self._store.write(incident, identity.incident_id)
 
         def finalize(persist: bool = True) -> None:
             if active is not None:
@@ -205,18 +184,18 @@ class TurnRecovery:
         kind: ChatRecoveryKind = "continue" if parts or spec.continuation else "retry"
         identity = RecoveryIdentity(spec.request_id, kind, spec.recovery_root, user_id)
         decision = await evaluate_incident(
-            self._read(identity.incident_id),
+            self._store.read(identity.incident_id),
             self._config,
             identity=identity,
             trigger=StalledTrigger(),
             now_ms=int(agent._core.now()),
-            current_progress=self.progress(),
+            current_progress=self._store.progress(),
             awaiting_client_interaction=agent.has_pending_interaction(),
         )
         incident = decision.incident
         if not decision.exhausted:
             incident, _ = record_transient_retry(incident)
-        self._write(incident, identity.incident_id)
+        self._store.write(incident, identity.incident_id)
         await self._proceed(
             decision.events,
             incident,
@@ -282,7 +261,7 @@ class TurnRecovery:
             self._settle(incident, "skipped", REASON_CONTINUE_DISABLED)
             return
         scheduled = transition_incident(incident, "scheduled", recovery_kind=identity.recovery_kind)
-        self._write(scheduled.incident, identity.incident_id)
+        self._store.write(scheduled.incident, identity.incident_id)
         for event in scheduled.events:
             agent._emit(event.type, dict(event.payload))
         self._recovering(True, identity.root_request_id)
@@ -313,7 +292,7 @@ class TurnRecovery:
         """The scheduled attempt (the ``_chat_recovery_run`` schedule's callback)."""
         agent = self._agent
         incident_id = str(payload.get("incidentId", ""))
-        incident = self._read(incident_id)
+        incident = self._store.read(incident_id)
         if incident is None or incident.status in _SEALED:
             return
         kind: ChatRecoveryKind = "retry" if payload.get("kind") == "retry" else "continue"
@@ -324,16 +303,13 @@ class TurnRecovery:
             self._config,
             awaiting_client_interaction=agent.has_pending_interaction(),
         )
-        self._write(incident, incident_id)
+        self._store.write(incident, incident_id)
         if exhausted:
             await self._exhaust(incident, "", [], "")
             return
         stable = await agent.wait_until_stable(within=self._config.stable_timeout_ms / 1000)
         if not stable:
-            if agent.has_pending_interaction():
-                self._settle(incident, "skipped", REASON_AWAITING_CLIENT_INTERACTION)
-            else:
-                await self._exhaust(incident, "", [], "", reason=REASON_STABLE_TIMEOUT)
+            await self._stable_timeout(incident, attempt, payload)
             return
         moved_on = superseded_reason(kind, target_id=payload.get("target"), messages=agent.messages)
         if moved_on is not None:
@@ -341,6 +317,27 @@ class TurnRecovery:
             return
         root = str(payload.get("root") or incident.root_request_id)
         agent.ctx.waitUntil(self._attempt(incident_id, attempt, kind, root, payload.get("target")))
+
+    async def _stable_timeout(
+        self, incident: ChatRecoveryIncident, attempt: ChatRecoveryAttempt, payload: Any
+    ) -> None:
+        """The attempt never saw a stable agent: park on a pending client interaction, else
+        spend one attempt and retry 3 s later (deploy churn), else give up (the SDK's
+        ``_rescheduleRecoveryAfterStableTimeout``)."""
+        agent = self._agent
+        incident = finish_attempt(incident, attempt) or incident
+        outcome = after_stable_timeout(
+            incident,
+            now_ms=int(agent._core.now()),
+            client_interaction_pending=agent.has_pending_interaction(),
+        )
+        if outcome.action == "park":
+            self._settle(incident, "skipped", REASON_AWAITING_CLIENT_INTERACTION)
+        elif outcome.action == "reschedule" and outcome.incident is not None:
+            self._store.write(outcome.incident, incident.incident_id)
+            await agent.schedule(outcome.delay_seconds, RECOVERY_CALLBACK, dict(payload))
+        else:
+            await self._exhaust(incident, "", [], "", reason=REASON_STABLE_TIMEOUT)
 
     async def _attempt(
         self, incident_id: str, attempt: ChatRecoveryAttempt, kind: str, root: str, target: Any
@@ -364,13 +361,13 @@ class TurnRecovery:
                 recovery_root=root,
             )
         result = await agent._chat_enqueue(spec)
-        incident = self._read(incident_id)
+        incident = self._store.read(incident_id)
         if incident is None:
             return
         incident = finish_attempt(incident, attempt) or incident
         status = result.get("status")
         if status == "recovering":  # it stalled: the stall path scheduled the next attempt
-            self._write(incident, incident_id)
+            self._store.write(incident, incident_id)
         elif status == "completed":
             self._settle(incident, "completed")
         elif status == "skipped":
@@ -383,7 +380,7 @@ class TurnRecovery:
         self, incident: ChatRecoveryIncident, status: str, reason: str | None = None
     ) -> None:
         moved = transition_incident(incident, status, reason=reason)
-        self._write(moved.incident, incident.incident_id)
+        self._store.write(moved.incident, incident.incident_id)
         for event in moved.events:
             self._agent._emit(event.type, dict(event.payload))
         if moved.recovering is False:
@@ -430,7 +427,7 @@ class TurnRecovery:
             frames.response_frame(incident.request_id, message, done=True, error=True)
         )
         self._kv.put(CHAT_LAST_TERMINAL_KEY, terminal_record(incident.request_id, message))
-        self._write(sealed, incident.incident_id)
+        self._store.write(sealed, incident.incident_id)
         self._recovering(False, incident.root_request_id)
         _log.warning(
             "agent %s: chat recovery of %s gave up: %s",
