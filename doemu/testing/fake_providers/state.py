@@ -1,0 +1,147 @@
+"""The fake LLM's books: scripted replies, request counts, generations and what they billed.
+
+The three API modules write here from the server's loop; the test reads snapshots
+(:meth:`Ledger.stats`) from its own thread. One lock guards it all, held only for plain
+bookkeeping (never across an ``await``), so neither side ever waits on the other for long.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .gate import Gate
+from .script import (
+    DEFAULT_REPLY,
+    ROUTES,
+    Api,
+    Generation,
+    GenerationStatus,
+    Item,
+    Reply,
+    Stats,
+    Text,
+)
+
+__all__ = ["Ledger", "Record"]
+
+
+@dataclass
+class Record:
+    """A generation as the server updates it (the mutable twin of :class:`Generation`)."""
+
+    id: str
+    api: Api
+    request: dict[str, Any]
+    headers: dict[str, str]
+    idempotency_key: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    text: str = ""
+    status: GenerationStatus = "in_progress"
+
+    def snapshot(self) -> Generation:
+        return Generation(
+            id=self.id,
+            api=self.api,
+            request=self.request,
+            headers=dict(self.headers),
+            idempotency_key=self.idempotency_key,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            text=self.text,
+            status=self.status,
+        )
+
+
+@dataclass
+class Ledger:
+    """Everything a :class:`~.FakeLLM` knows, behind one lock."""
+
+    api_key: str
+    gate: Gate = field(default_factory=Gate)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _queue: deque[Reply] = field(default_factory=deque)
+    _counts: Counter[str] = field(default_factory=Counter)
+    _bodies: dict[Api, list[dict[str, Any]]] = field(default_factory=dict)
+    _records: list[Record] = field(default_factory=list)
+
+    # -- the test's side ------------------------------------------------------------------------
+
+    def script(self, replies: Iterable[Reply]) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    @property
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def stats(self) -> Stats:
+        with self._lock:
+            generations = [record.snapshot() for record in self._records]
+            requests = {route: self._counts[route] for route in ROUTES}
+        return Stats(
+            requests=requests,
+            generations=generations,
+            billed_input_tokens=sum(generation.input_tokens for generation in generations),
+            billed_output_tokens=sum(generation.output_tokens for generation in generations),
+        )
+
+    def requests(self, api: Api) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._bodies.get(api, []))
+
+    def reset(self) -> None:
+        """Forget replies, counts and generations (stored responses are the caller's)."""
+        with self._lock:
+            self._queue.clear()
+            self._counts.clear()
+            self._bodies.clear()
+            self._records.clear()
+        self.gate.clear()
+
+    # -- the server's side ----------------------------------------------------------------------
+
+    def count(self, route: str) -> None:
+        """A request reached ``route`` (whatever happens to it next)."""
+        with self._lock:
+            self._counts[route] += 1
+
+    def received(self, api: Api, body: dict[str, Any]) -> None:
+        """A request body parsed as JSON."""
+        with self._lock:
+            self._bodies.setdefault(api, []).append(body)
+
+    def next_reply(self) -> Reply:
+        """The reply for a new generation: the next scripted one, or :data:`DEFAULT_REPLY`."""
+        with self._lock:
+            return self._queue.popleft() if self._queue else DEFAULT_REPLY
+
+    def start(self, record: Record, input_tokens: int) -> Record:
+        """A generation starts: it is billed its input tokens."""
+        record.input_tokens = input_tokens
+        with self._lock:
+            self._records.append(record)
+        return record
+
+    def refuse(self, record: Record) -> Record:
+        """A scripted ``fail``: kept as a failed generation, billed nothing."""
+        record.status = "failed"
+        with self._lock:
+            self._records.append(record)
+        return record
+
+    def delta(self, record: Record, item: Item, piece: str) -> None:
+        """One delta generated: one output token billed; text deltas add to the text."""
+        with self._lock:
+            record.output_tokens += 1
+            if isinstance(item, Text):
+                record.text += piece
+
+    def finish(self, record: Record, status: GenerationStatus) -> None:
+        with self._lock:
+            record.status = status

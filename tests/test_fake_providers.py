@@ -1,0 +1,536 @@
+"""doemu.testing.fake_providers, driven by the official SDKs: their parsers are the proof that the
+fakes speak the real wire formats. One server for the module, reset before each test."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from openai.types.responses import (
+    ResponseCompletedEvent,
+    ResponseCreatedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseTextDeltaEvent,
+)
+
+from doemu.testing.fake_providers import CounterServer, FakeLLM, Reply, Stats, Text, ToolUse
+
+try:  # the HTTP client under the current SDKs; the Anthropic SDK lets its errors through a stream
+    import httpx2
+
+    CUT: tuple[type[Exception], ...] = (
+        anthropic.APIConnectionError,
+        httpx.TransportError,
+        httpx2.TransportError,
+    )
+except ImportError:  # older SDKs use httpx itself
+    CUT = (anthropic.APIConnectionError, httpx.TransportError)
+
+KEY = "test-key"
+USER: Any = [{"role": "user", "content": "say hello"}]  # 2 input tokens
+CHARGE_TOOL: Any = {
+    "type": "function",
+    "function": {"name": "charge", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeLLM]:
+    with FakeLLM(api_key=KEY) as llm:
+        yield llm
+
+
+@pytest.fixture
+def llm(server: FakeLLM) -> FakeLLM:
+    server.reset()
+    return server
+
+
+@pytest.fixture
+def oai(llm: FakeLLM) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{llm.url}/v1", api_key=KEY, max_retries=0, timeout=10) as client:
+        yield client
+
+
+@pytest.fixture
+def claude(llm: FakeLLM) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=llm.url, api_key=KEY, max_retries=0, timeout=10) as client:
+        yield client
+
+
+def texts(events: list[Any]) -> str:
+    return "".join(event.delta for event in events if isinstance(event, ResponseTextDeltaEvent))
+
+
+def statuses(stats: Stats) -> list[str]:
+    return [generation.status for generation in stats.generations]
+
+
+def served(stats: Stats) -> dict[str, int]:
+    """The routes that were called (``stats.requests`` has a 0 for every other one)."""
+    return {route: count for route, count in stats.requests.items() if count}
+
+
+# -- OpenAI Responses ----------------------------------------------------------------------------
+
+
+def test_responses_background_stream_parses_as_typed_events(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    llm.script(Reply(Text("Hello ", "world"), ToolUse("charge", {"amount": 5}, id="call_1")))
+    events = list(
+        oai.responses.create(model="gpt-test", input="say hello", stream=True, background=True)
+    )
+
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    assert isinstance(events[0], ResponseCreatedEvent)
+    assert events[0].response.status == "queued" and events[0].response.background
+    assert [event.type for event in events[:3]] == [
+        "response.created",
+        "response.queued",
+        "response.in_progress",
+    ]
+    assert texts(events) == "Hello world"
+    call = next(
+        e.item
+        for e in events
+        if isinstance(e, ResponseOutputItemAddedEvent) and e.item.type == "function_call"
+    )
+    assert (call.call_id, call.name, call.arguments) == ("call_1", "charge", "")
+    deltas = [e for e in events if isinstance(e, ResponseFunctionCallArgumentsDeltaEvent)]
+    assert [json.loads(delta.delta) for delta in deltas] == [{"amount": 5}]
+    completed = events[-1]
+    assert isinstance(completed, ResponseCompletedEvent)
+    assert completed.response.output_text == "Hello world"
+    assert completed.response.usage is not None
+    assert (completed.response.usage.input_tokens, completed.response.usage.output_tokens) == (2, 3)
+
+    (generation,) = llm.stats.generations
+    assert generation.id == completed.response.id
+    assert (generation.api, generation.status, generation.text) == (
+        "responses",
+        "completed",
+        "Hello world",
+    )
+    assert generation.request["input"] == "say hello"
+    assert generation.headers["authorization"] == f"Bearer {KEY}"
+    assert (llm.stats.billed_input_tokens, llm.stats.billed_output_tokens) == (2, 3)
+
+
+def test_responses_resume_after_die_after_goes_on_in_background(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    llm.script(Reply(Text("a ", "b ", "c ", "d"), die_after=2))
+    seen: list[Any] = []
+    with pytest.raises(openai.APIConnectionError):
+        for event in oai.responses.create(model="m", input="x", stream=True, background=True):
+            seen.append(event)
+    assert texts(seen) == "a b "
+    response_id = seen[0].response.id
+    stats = llm.wait_for(lambda s: s.generations[0].status == "completed")
+    assert stats.generations[0].output_tokens == 4  # it went on without its stream
+
+    resumed = list(
+        oai.responses.retrieve(response_id, stream=True, starting_after=seen[-1].sequence_number)
+    )
+    assert resumed[0].sequence_number == seen[-1].sequence_number + 1
+    assert texts(seen) + texts(resumed) == "a b c d"
+    assert isinstance(resumed[-1], ResponseCompletedEvent)
+    assert served(llm.stats) == {"responses.create": 1, "responses.retrieve": 1}
+    assert (llm.stats.billed_input_tokens, llm.stats.billed_output_tokens) == (1, 4)
+
+
+def test_responses_retrieve_follows_a_live_background_generation(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    llm.script(Reply(Text("one ", "two ", "three"), hold_after=1))
+    stream = oai.responses.create(model="m", input="x", stream=True, background=True)
+    first = [next(stream) for _ in range(6)]  # created … in_progress, item, part, delta 1
+    assert texts(first) == "one "
+    stream.close()  # the client goes away; a background generation does not
+    llm.wait_held()
+    current = oai.responses.retrieve(first[0].response.id)
+    assert (current.status, current.output_text) == ("in_progress", "one ")
+
+    resumed = oai.responses.retrieve(current.id, stream=True, starting_after=5)
+    llm.release()
+    rest = list(resumed)
+    assert texts(first) + texts(rest) == "one two three"
+    assert oai.responses.retrieve(current.id).status == "completed"
+
+
+def test_responses_without_background_stop_when_the_client_leaves(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    llm.script(Reply(Text("a", "b", "c"), hold_after=1))
+    stream = oai.responses.create(model="m", input="x", stream=True)
+    assert texts([next(stream) for _ in range(5)]) == "a"
+    llm.wait_held()
+    stream.close()
+    stats = llm.wait_for(lambda s: statuses(s) == ["incomplete"])
+    assert stats.billed_output_tokens == 1
+    assert oai.responses.retrieve(stats.generations[0].id).status == "incomplete"
+
+
+def test_responses_idempotency_key_starts_one_generation(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    llm.script(Reply(Text("once")), Reply(Text("twice")))
+    key = {"Idempotency-Key": "turn-1"}
+    first = list(oai.responses.create(model="m", input="hi", stream=True, extra_headers=key))
+    again = list(oai.responses.create(model="m", input="hi", stream=True, extra_headers=key))
+    plain = oai.responses.create(model="m", input="hi", extra_headers=key)
+
+    assert [event.model_dump() for event in again] == [event.model_dump() for event in first]
+    assert plain.id == first[0].response.id and plain.output_text == "once"
+    (generation,) = llm.stats.generations
+    assert generation.idempotency_key == "turn-1"
+    assert llm.stats.requests["responses.create"] == 3
+    assert len(llm.requests("responses")) == 3
+    assert (llm.stats.billed_input_tokens, llm.stats.billed_output_tokens) == (1, 1)
+    assert llm.queued == 1
+
+
+def test_responses_background_without_stream_is_queued_then_polled(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    created = oai.responses.create(model="m", input="x", background=True)
+    assert created.status == "queued"
+    llm.wait_for(lambda s: statuses(s) == ["completed"])
+    done = oai.responses.retrieve(created.id)
+    assert (done.status, done.output_text) == ("completed", "ok")
+
+
+def test_responses_stall_then_cancel(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    llm.script(Reply(Text("a", "b"), stall_after=1))
+    created = oai.responses.create(model="m", input="x", background=True)
+    llm.wait_for(lambda s: s.billed_output_tokens == 1)
+    assert oai.responses.retrieve(created.id).status == "in_progress"
+    assert oai.responses.cancel(created.id).status == "cancelled"
+    assert statuses(llm.stats) == ["cancelled"]
+
+
+def test_responses_errors_have_the_real_shapes(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as missing:
+        oai.responses.retrieve("resp_nope")
+    assert missing.value.body == {
+        "message": "Response with id 'resp_nope' not found.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    with pytest.raises(openai.BadRequestError, match="store"):
+        oai.responses.create(model="m", input="x", background=True, store=False)
+    llm.script(Reply(fail=(429, "rate limited")))
+    with pytest.raises(openai.RateLimitError) as limited:
+        oai.responses.create(model="m", input="x", stream=True)
+    assert limited.value.body == {
+        "message": "rate limited",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+    assert statuses(llm.stats) == ["failed"]
+    assert (llm.stats.billed_input_tokens, llm.stats.billed_output_tokens) == (0, 0)
+
+
+def test_responses_input_tokens_count_every_text(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    oai.responses.create(
+        model="m",
+        instructions="be brief",  # 2
+        input=[
+            {"role": "user", "content": "what is owed"},  # 3
+            {"role": "user", "content": [{"type": "input_text", "text": "in total"}]},  # 2
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": '{"a": 1}'},  # 2
+            {"type": "function_call_output", "call_id": "c", "output": "five dollars"},  # 2
+        ],
+    )
+    assert llm.stats.generations[0].input_tokens == 11
+
+
+# -- OpenAI chat completions ---------------------------------------------------------------------
+
+
+def test_chat_stream_with_text_tool_calls_and_usage(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    llm.script(Reply(Text("a ", "b"), ToolUse("charge", {"amount": 5}, id="call_9"), delay_ms=1))
+    chunks = list(
+        oai.chat.completions.create(
+            model="m",
+            messages=USER,
+            tools=[CHARGE_TOOL],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    choices = [chunk.choices[0] for chunk in chunks if chunk.choices]
+    assert choices[0].delta.role == "assistant"
+    assert "".join(c.delta.content or "" for c in choices) == "a b"
+    calls = [call for c in choices for call in c.delta.tool_calls or []]
+    assert (calls[0].id, calls[0].function and calls[0].function.name) == ("call_9", "charge")
+    assert json.loads(
+        "".join(call.function.arguments or "" for call in calls if call.function)
+    ) == {"amount": 5}
+    assert choices[-1].finish_reason == "tool_calls"
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (2, 3, 5)
+    assert served(llm.stats) == {"chat.completions": 1}
+    assert (llm.stats.billed_input_tokens, llm.stats.billed_output_tokens) == (2, 3)
+
+
+def test_chat_usage_only_when_asked_and_plain_completions(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    chunks = list(oai.chat.completions.create(model="m", messages=USER, stream=True))
+    assert all(chunk.usage is None for chunk in chunks)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    completion = oai.chat.completions.create(model="m", messages=USER)
+    assert completion.choices[0].message.content == "ok"
+    assert completion.usage is not None and completion.usage.total_tokens == 3
+
+
+def test_chat_die_after_cuts_the_stream_and_the_generation(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    llm.script(Reply(Text("a", "b", "c"), die_after=1))
+    contents: list[str] = []
+    with pytest.raises(openai.APIConnectionError):
+        for chunk in oai.chat.completions.create(model="m", messages=USER, stream=True):
+            contents.extend(choice.delta.content or "" for choice in chunk.choices)
+    assert contents == ["", "a"]
+    (generation,) = llm.wait_for(lambda s: statuses(s) == ["incomplete"]).generations
+    assert (generation.output_tokens, generation.text) == (1, "a")
+
+    llm.script(Reply(Text("a", "b", "c"), die_after=2))
+    with pytest.raises(openai.APIConnectionError):  # not streamed: the body never comes
+        oai.chat.completions.create(model="m", messages=USER)
+    stats = llm.wait_for(lambda s: statuses(s) == ["incomplete", "incomplete"])
+    assert stats.billed_output_tokens == 1 + 2
+
+
+def test_chat_hold_and_release(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    llm.script(Reply(Text("a", "b"), hold_after=1))
+    stream = oai.chat.completions.create(model="m", messages=USER, stream=True)
+    assert [next(stream).choices[0].delta.content for _ in range(2)] == ["", "a"]
+    llm.wait_held()
+    assert llm.stats.generations[0].status == "in_progress"
+    assert llm.release() == 1
+    rest = [chunk.choices[0].delta.content for chunk in stream]
+    assert rest == ["b", None]
+    assert statuses(llm.stats) == ["completed"]
+
+
+def test_chat_stall_keeps_the_stream_open_until_the_client_leaves(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    llm.script(Reply(Text("a", "b"), stall_after=1))
+    stream = oai.chat.completions.create(model="m", messages=USER, stream=True)
+    assert [next(stream).choices[0].delta.content for _ in range(2)] == ["", "a"]
+    assert statuses(llm.stats) == ["in_progress"]
+    stream.close()
+    stats = llm.wait_for(lambda s: statuses(s) == ["incomplete"])
+    assert stats.billed_output_tokens == 1
+
+
+def test_chat_input_tokens_count_tool_calls_and_results(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    messages: Any = [
+        {"role": "system", "content": "you bill"},  # 2
+        {"role": "user", "content": [{"type": "text", "text": "charge me"}]},  # 2
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c",
+                    "type": "function",
+                    "function": {"name": "charge", "arguments": '{"amount": 5}'},  # 2
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "charged five"},  # 2
+    ]
+    oai.chat.completions.create(model="m", messages=messages)
+    assert llm.stats.generations[0].input_tokens == 8
+
+
+# -- Anthropic Messages --------------------------------------------------------------------------
+
+
+def test_messages_stream_text_tool_use_and_usage(llm: FakeLLM, claude: anthropic.Anthropic) -> None:
+    llm.script(Reply(Text("Hi ", "there"), ToolUse("charge", {"amount": 5})))
+    with claude.messages.stream(model="claude-test", max_tokens=64, messages=USER) as stream:
+        events = list(stream)
+        message = stream.get_final_message()
+    start = events[0]
+    assert start.type == "message_start"
+    assert (start.message.usage.input_tokens, start.message.usage.output_tokens) == (2, 1)
+    assert message.content[0].type == "text" and message.content[0].text == "Hi there"
+    tool = message.content[1]
+    assert tool.type == "tool_use" and tool.name == "charge" and tool.input == {"amount": 5}
+    assert tool.id.startswith("toolu_")
+    assert (message.stop_reason, message.usage.output_tokens) == ("tool_use", 3)
+    (generation,) = llm.stats.generations
+    assert (generation.id, generation.api, generation.text) == (message.id, "messages", "Hi there")
+    assert (llm.stats.billed_input_tokens, llm.stats.billed_output_tokens) == (2, 3)
+
+
+def test_messages_prefill_with_trailing_whitespace_is_refused(
+    llm: FakeLLM, claude: anthropic.Anthropic
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.messages.create(
+            model="c",
+            max_tokens=64,
+            messages=[*USER, {"role": "assistant", "content": "Sure, "}],
+        )
+    assert refused.value.body == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "messages: final assistant content cannot end with trailing whitespace",
+        },
+        "request_id": refused.value.body["request_id"],
+    }
+    assert llm.stats.generations == [] and served(llm.stats) == {"messages": 1}
+    prefilled = claude.messages.create(
+        model="c",
+        max_tokens=64,
+        messages=[*USER, {"role": "assistant", "content": "Sure,"}],
+    )
+    assert prefilled.content[0].type == "text" and prefilled.content[0].text == "ok"
+
+
+def test_messages_fail_and_die(llm: FakeLLM, claude: anthropic.Anthropic) -> None:
+    llm.script(Reply(fail=(529, "overloaded")), Reply(Text("a", "b"), die_after=1))
+    with pytest.raises(anthropic.APIStatusError) as overloaded:
+        claude.messages.create(model="c", max_tokens=8, messages=USER)
+    assert overloaded.value.status_code == 529
+    assert overloaded.value.body["error"]["type"] == "overloaded_error"
+    with pytest.raises(CUT, match="incomplete chunked read"):
+        with claude.messages.stream(model="c", max_tokens=8, messages=USER) as stream:
+            list(stream)
+    stats = llm.wait_for(lambda s: statuses(s) == ["failed", "incomplete"])
+    assert (stats.billed_input_tokens, stats.billed_output_tokens) == (2, 1)
+
+
+def test_messages_input_tokens_count_system_and_tool_blocks(
+    llm: FakeLLM, claude: anthropic.Anthropic
+) -> None:
+    messages: Any = [
+        {"role": "user", "content": "charge me"},  # 2
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "charge", "input": {"amount": 5}}],
+        },  # 2
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t", "content": "charged five dollars"}
+            ],
+        },  # 3
+    ]
+    claude.messages.create(model="c", max_tokens=8, system="you bill", messages=messages)  # 2
+    assert llm.stats.generations[0].input_tokens == 9
+
+
+# -- every API: auth, malformed requests, waiting ------------------------------------------------
+
+
+OPENAI_AUTH = {"authorization": f"Bearer {KEY}"}
+CLAUDE_AUTH = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "body", "status", "error"),
+    [
+        ("/v1/responses", {}, {"model": "m", "input": "x"}, 401, "invalid_request_error"),
+        ("/v1/chat/completions", {"authorization": "Bearer no"}, {}, 401, "invalid_request_error"),
+        ("/v1/chat/completions", OPENAI_AUTH, {"model": "m"}, 400, "invalid_request_error"),
+        ("/v1/responses", OPENAI_AUTH, "{not json", 400, "invalid_request_error"),
+        ("/v1/messages", {**CLAUDE_AUTH, "x-api-key": "no"}, {}, 401, "authentication_error"),
+        ("/v1/messages", {"x-api-key": KEY}, {}, 400, "invalid_request_error"),
+        (
+            "/v1/messages",
+            CLAUDE_AUTH,
+            {"model": "c", "messages": USER},
+            400,
+            "invalid_request_error",
+        ),
+    ],
+)
+def test_refusals_use_each_providers_error_body(
+    llm: FakeLLM, path: str, headers: dict[str, str], body: Any, status: int, error: str
+) -> None:
+    content = body if isinstance(body, str) else json.dumps(body)
+    answer = httpx.post(f"{llm.url}{path}", headers=headers, content=content)
+    assert answer.status_code == status
+    payload = answer.json()
+    if path == "/v1/messages":
+        assert payload["type"] == "error" and payload["error"]["type"] == error
+    else:
+        assert set(payload["error"]) == {"message", "type", "param", "code"}
+        assert payload["error"]["type"] == error
+    assert llm.stats.generations == []
+
+
+async def test_async_clients_and_waits(llm: FakeLLM) -> None:
+    llm.script(Reply(Text("x", "y"), hold_after=1))
+    async with openai.AsyncOpenAI(base_url=f"{llm.url}/v1", api_key=KEY, max_retries=0) as client:
+        stream = await client.responses.create(model="m", input="x", stream=True, background=True)
+        await llm.await_held(timeout=10)
+        llm.release()
+        events = [event async for event in stream]
+    assert texts(events) == "xy"
+    stats = await llm.await_for(lambda s: statuses(s) == ["completed"], timeout=10)
+    assert stats.billed_output_tokens == 2
+
+
+def test_wait_for_names_the_predicate_and_reset_forgets(llm: FakeLLM, oai: openai.OpenAI) -> None:
+    with pytest.raises(TimeoutError, match="never_true"):
+
+        def never_true(stats: Stats) -> bool:
+            return False
+
+        llm.wait_for(never_true, timeout=0.05)
+    response = oai.responses.create(model="m", input="x")
+    llm.script(Reply(Text("left over")))
+    llm.reset()
+    assert served(llm.stats) == {} and llm.stats.generations == []
+    assert (llm.stats.billed_input_tokens, llm.stats.billed_output_tokens) == (0, 0)
+    assert llm.queued == 0 and llm.requests("responses") == []
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.retrieve(response.id)
+
+
+# -- CounterServer -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("honour", [True, False])
+def test_counter_idempotency(honour: bool) -> None:
+    with CounterServer(honour_idempotency=honour) as counter, httpx.Client() as client:
+        key = {"Idempotency-Key": "charge-1"}
+        first = client.post(f"{counter.url}/increment", json={"amount": 5}, headers=key).json()
+        second = client.post(f"{counter.url}/increment", json={"amount": 5}, headers=key).json()
+        client.post(f"{counter.url}/increment")
+        assert first == {"count": 1, "idempotency_key": "charge-1"}
+        assert second == (first if honour else {"count": 2, "idempotency_key": "charge-1"})
+        assert (counter.count, counter.calls) == ((2, 3) if honour else (3, 3))
+        assert counter.bodies == [{"amount": 5}, {"amount": 5}, None]
+
+
+def test_counter_hold_next_answers_after_release() -> None:
+    with CounterServer() as counter:
+        counter.hold_next()
+        answers: list[Any] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(httpx.post(f"{counter.url}/increment").json())
+        )
+        caller.start()
+        counter.wait_held(timeout=10)
+        assert (counter.count, answers) == (1, [])  # the effect happened, the answer waits
+        counter.release()
+        caller.join(10)
+        assert answers == [{"count": 1, "idempotency_key": None}]
