@@ -1,0 +1,78 @@
+"""Chat agents on the three provider adapters, for ``e2e/test_providers.py``.
+
+Keys and URLs come from ``env`` (the test writes ``.dev.vars``): the fake provider server and
+two side-effect counters, one that honours idempotency keys (``charge``, an idempotent tool)
+and one that does not (``notify``).
+"""
+
+import json
+
+from workers import Response, WorkerEntrypoint, fetch
+
+from agents import AgentOptions, route_agent_request
+from agents.chat import AIChatAgent
+from agents.providers import (
+    AnthropicMessages,
+    OpenAIChatCompletions,
+    OpenAIResponses,
+    Tool,
+    model_reply,
+)
+
+AMOUNT = {"type": "object", "properties": {"amount": {"type": "number"}}}
+
+
+async def _increment(url, args, ctx):
+    response = await fetch(
+        f"{url}/increment",
+        method="POST",
+        headers={"content-type": "application/json", "idempotency-key": ctx.idempotency_key},
+        body=json.dumps(args),
+    )
+    return await response.json()
+
+
+async def charge(args, ctx):
+    return await _increment(ctx.agent.env.COUNTER_URL, args, ctx)
+
+
+async def notify(args, ctx):
+    return await _increment(ctx.agent.env.COUNTER_PLAIN_URL, args, ctx)
+
+
+TOOLS = [
+    Tool("charge", "Charge the customer's card.", AMOUNT, execute=charge, idempotent=True),
+    Tool("notify", "Send the customer a webhook.", AMOUNT, execute=notify),
+    Tool("ask_user", "Ask the user to confirm (answered in the browser).", AMOUNT),
+]
+
+
+class _Chat(AIChatAgent):
+    options = AgentOptions(keep_alive_interval_ms=1_000)
+    model_prices = {"fake-model": (1.0, 2.0)}  # noqa: RUF012 (a class option, as on Agent)
+
+    def provider(self):
+        raise NotImplementedError
+
+    async def on_chat_message(self, on_finish, options):
+        return model_reply(self, options, self.provider(), tools=TOOLS, system="Be terse.")
+
+
+class ResponsesChat(_Chat):
+    def provider(self):
+        return OpenAIResponses.from_env(self.env, model="fake-model")
+
+
+class AnthropicChat(_Chat):
+    def provider(self):
+        return AnthropicMessages.from_env(self.env, model="fake-model")
+
+
+class CompletionsChat(_Chat):
+    def provider(self):
+        return OpenAIChatCompletions.from_env(self.env, model="fake-model")
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        return await route_agent_request(request, self.env) or Response("not found", status=404)
