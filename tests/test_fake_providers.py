@@ -4,6 +4,8 @@ fakes speak the real wire formats. One server for the module, reset before each 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -503,6 +505,34 @@ def test_wait_for_names_the_predicate_and_reset_forgets(llm: FakeLLM, oai: opena
     assert llm.queued == 0 and llm.requests("responses") == []
     with pytest.raises(openai.NotFoundError):
         oai.responses.retrieve(response.id)
+
+
+_KILLED_CLIENT = """
+import sys, httpx
+body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
+headers = {"authorization": "Bearer test-key"}
+with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, headers=headers) as r:
+    for line in r.iter_lines():
+        if '"content":"a"' in line:
+            print("streaming", flush=True)
+"""
+
+
+def test_a_sigkilled_client_stops_its_generation_and_the_server_goes_on(
+    llm: FakeLLM, oai: openai.OpenAI
+) -> None:
+    llm.script(Reply(Text("a", "b"), stall_after=1))
+    client = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_CLIENT, llm.url], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert client.stdout is not None and client.stdout.readline() == "streaming\n"
+    finally:
+        client.kill()
+        client.wait(10)
+    llm.wait_for(lambda s: statuses(s) == ["incomplete"])
+    completion = oai.chat.completions.create(model="m", messages=USER)
+    assert completion.choices[0].message.content == "ok"
 
 
 # -- CounterServer -------------------------------------------------------------------------------
