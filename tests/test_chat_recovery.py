@@ -129,6 +129,49 @@ async def _answered(stub: Any) -> bool:
     return len(stored) == 2 and text_of(stored[1]) == "Hello, world"
 
 
+class DropsPartials(Recovering):
+    """A provider with no partial support: ``persist: False`` throws the partial away."""
+
+    async def on_chat_recovery(self, ctx: Any) -> Any:
+        Recovering.recoveries.append(ctx)
+        return {"persist": False}
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        DropsPartials.continuations.append(options.continuation)
+        return await super().on_chat_message(on_finish, options)
+
+    continuations: ClassVar[list[bool]] = []
+
+
+async def test_a_dropped_partial_of_a_new_message_retries_the_user_message(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """Nothing is left to continue once a new message's partial is dropped: the recovery
+    answers the user again, in a fresh message, not as a continuation of an older one."""
+    Recovering.recoveries, DropsPartials.continuations = [], []
+    h = await doemu_harness({"CHAT": DropsPartials})
+    stub = h.env.CHAT.getByName("room")
+    a = await connect(stub, "a")
+    a.send(request("r1", "slow", "u1"))
+    step(12)
+    await eventually(lambda: len(a.chunks("r1")) >= 15, what="more than one stored block")
+    h.reset("CHAT", "room", "simulated crash")
+    assert [m["role"] for m in await transcript(stub)] == ["user"]  # the partial is gone
+    (ctx,) = Recovering.recoveries
+    assert ctx.recovery_kind == "continue" and ctx.partial_text.startswith("w0 w1 ")
+    await h.advance(1)
+    step(100)
+    await eventually(lambda: _whole_slow_reply(stub), what="the retried answer")
+    stored = await transcript(stub)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert DropsPartials.continuations == [False, False]
+
+
+async def _whole_slow_reply(stub: Any) -> bool:
+    stored = await transcript(stub)  # the whole reply, from its first word, once
+    return len(stored) == 2 and text_of(stored[1]) == "".join(f"w{i} " for i in range(25))
+
+
 class AlwaysStalls(Recovering):
     """Every reply sends a few words and then hangs: each attempt is killed mid-stream."""
 

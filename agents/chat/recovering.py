@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import logging
 import secrets
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -260,6 +261,11 @@ class TurnRecovery:
         if options.get("continue") is False:
             self._settle(incident, "skipped", REASON_CONTINUE_DISABLED)
             return
+        last = agent.messages[-1:]
+        if identity.recovery_kind == "continue" and last and last[0].get("role") != "assistant":
+            # a new message's partial was dropped: nothing to continue, answer the user again
+            identity = replace(identity, recovery_kind="retry")
+            target = self._target("retry", identity.latest_user_message_id)
         scheduled = transition_incident(incident, "scheduled", recovery_kind=identity.recovery_kind)
         self._store.write(scheduled.incident, identity.incident_id)
         for event in scheduled.events:
@@ -282,10 +288,8 @@ class TurnRecovery:
         user message (retry); a conversation that moved past it is not recovered."""
         if kind == "retry":
             return str(user_id) if user_id else None
-        last = next(
-            (m for m in reversed(self._agent.messages) if m.get("role") == "assistant"), None
-        )
-        return str(last["id"]) if last is not None else None
+        last = [m for m in self._agent.messages if m.get("role") == "assistant"][-1:]
+        return str(last[0]["id"]) if last else None
 
     # -- the attempt ----------------------------------------------------------------------------
     async def run(self, payload: Mapping[str, Any]) -> None:
