@@ -30,8 +30,8 @@ from __future__ import annotations
 import inspect
 import logging
 import secrets
-from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from . import frames
