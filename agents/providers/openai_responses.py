@@ -97,6 +97,8 @@ class OpenAIResponses:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.background = background
+        #: Only a background response outlives the connection: without it, ask again.
+        self.strategy = "retrieve" if background else "retry"
         self.max_output_tokens = max_output_tokens
         self.options = dict(options or {})
         self._fetch = fetch
