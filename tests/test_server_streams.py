@@ -44,10 +44,11 @@ class Session(Agent):
     """One session: the stream, the routes, and RPC methods standing in for the agent loop."""
 
     heartbeat_ms = 60_000
+    stream_class = SessionStream
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        self.stream = SessionStream(self, heartbeat_ms=self.heartbeat_ms)
+        self.stream = self.stream_class(self, heartbeat_ms=self.heartbeat_ms)
 
     def should_send_protocol_messages(self, connection: Connection, ctx: ConnectionContext) -> bool:
         return False  # stream readers get stream events only
@@ -159,12 +160,12 @@ class FastBeat(Session):
     heartbeat_ms = 20
 
 
-class SmallPages(Session):
+class SmallPageStream(SessionStream):
     REPLAY_PAGE = 10
 
-    def __init__(self, ctx: Any, env: Any) -> None:
-        super().__init__(ctx, env)
-        self.stream.REPLAY_PAGE = self.REPLAY_PAGE  # type: ignore[misc]
+
+class SmallPages(Session):
+    stream_class = SmallPageStream
 
 
 CLASSES = {"SESSION": Session, "BEAT": FastBeat, "PAGES": SmallPages}
@@ -309,6 +310,30 @@ async def test_a_live_fail_closes_every_sse_response(runtime: Runtime) -> None:
 
 async def _sse_count(stub: Any, count: int) -> bool:
     return bool((await stub.status())["sse"] == count)
+
+
+async def test_after_a_crash_a_reconnecting_client_carries_on_gap_free(runtime: Runtime) -> None:
+    stub = runtime.env.SESSION.getByName("phoenix")
+    events: list[dict[str, Any]] = []
+    async with serve(runtime) as srv:
+        first = asyncio.ensure_future(sse_events(srv, "SESSION/phoenix/sse", events))
+        await eventually(lambda: _sse_count(stub, 1), what="the reader")
+        await stub.push_many(3)
+        await eventually(lambda: len(events) == 3, what="chunks 0..2")
+        assert srv.control.reset("SESSION", "phoenix", "SIGKILL")
+        with pytest.raises(httpx.HTTPError):  # the response dies with the object
+            await asyncio.wait_for(first, 5)
+        assert await stub.push_many(2) == [3, 4]  # a new activation continues the numbering
+        after = chunk_events(events)[-1] + 1
+        second = asyncio.ensure_future(
+            sse_events(srv, f"SESSION/phoenix/sse?fromSequence={after}", events)
+        )
+        await eventually(lambda: len(events) == 5, what="the replay of 3 and 4")
+        await stub.push({"type": "live again"})
+        await stub.end_run("recovered")
+        await asyncio.wait_for(second, 5)
+    assert chunk_events(events) == [0, 1, 2, 3, 4, 5]
+    assert events[-1] == {"type": "end", "finalOutput": "recovered"}
 
 
 async def test_a_client_that_goes_away_is_dropped_without_an_error(

@@ -33,7 +33,7 @@ the last sequence before it, so it stops exactly there.
 **Who is subscribed.** WebSocket readers are marked in their socket attachment, which survives
 hibernation: after the object is evicted and woken, the live set is rebuilt from the agent's
 connections on first use (then kept in memory). SSE readers exist only in memory — their
-response keeps the object alive, and an evicted object drops them (the client reconnects with
+response keeps the object alive, and a reset object fails them (the client reconnects with
 ``fromSequence``). A reader that went away is noticed by its writer's ``closed`` promise (or at
 the next write) and dropped; one shared timer writes the heartbeat comment while any is open.
 """
@@ -50,7 +50,7 @@ from js import Date, TextEncoder, TransformStream
 from workers import Response
 
 from ..core.connections import Connection
-from ..core.protocol import dumps
+from ..core.protocol import dumps, parse_frame
 from ..core.sql import execute, query_rows
 from .errors import StreamClosedError, StreamPayloadError, StreamRangeError
 
@@ -62,6 +62,7 @@ _READER_FLAG = "server_stream"
 _OPEN = 1  # WebSocket.READY_STATE_OPEN
 _WHOLE = re.compile(r"-?[0-9]+")
 _PONG = '{"type":"pong"}'
+_LAST = 2**63 - 1  # SQLite's largest integer: "no upper bound"
 
 
 class _SseReader:
@@ -247,20 +248,13 @@ class SessionStream:
         return number
 
     def _rows(self, start: int, limit: int, upto: int | None = None) -> list[dict[str, Any]]:
-        if upto is None:
-            return query_rows(
-                self._sql,
-                f"SELECT sequence, chunk FROM {_TABLE} WHERE sequence >= ? "
-                "ORDER BY sequence LIMIT ?",
-                start,
-                limit,
-            )
+        """Up to ``limit`` stored rows from ``start`` (to ``upto`` at most), in order."""
         return query_rows(
             self._sql,
-            f"SELECT sequence, chunk FROM {_TABLE} WHERE sequence >= ? AND sequence <= ? "
+            f"SELECT sequence, chunk FROM {_TABLE} WHERE sequence BETWEEN ? AND ? "
             "ORDER BY sequence LIMIT ?",
             start,
-            upto,
+            _LAST if upto is None else upto,
             limit,
         )
 
@@ -291,6 +285,11 @@ class SessionStream:
                 await reader.writer.closed
         except Exception:
             pass  # the client went away: its writer failed
+        except asyncio.CancelledError:
+            # The object is being torn down (reset): nothing will feed this response again, so
+            # fail it now and the client reconnects with fromSequence, instead of waiting on it.
+            _handled(reader.writer.abort("the session's Durable Object was reset"))
+            raise
         finally:
             self._drop(reader)
 
@@ -370,12 +369,7 @@ class SessionStream:
     def handle_message(self, connection: Connection, message: Any) -> bool:
         """Answer ``{"type":"ping"}`` with ``{"type":"pong"}``; True when ``message`` was the
         stream's (every other message: False, for the agent's own handling)."""
-        if not isinstance(message, str):
-            return False
-        try:
-            frame = json.loads(message)
-        except ValueError:
-            return False
+        frame = parse_frame(message)
         if isinstance(frame, dict) and frame.get("type") == "ping":
             connection._send_quiet(_PONG)
             return True
