@@ -24,7 +24,7 @@ the model again, until it answers without tools, a client tool needs the browser
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from ..chat.overflow import compact_transcript, resolve_context_overflow
@@ -236,9 +236,12 @@ async def model_reply(
     tools: Sequence[Tool] = (),
     system: str | None = None,
     max_steps: int = 10,
+    should_stop: Callable[[], bool] | None = None,
 ) -> AsyncIterator[Chunk]:
     """The reply to ``agent``'s conversation as UI-message chunks (see the module docstring);
-    ``options`` is the ``ChatMessageOptions`` ``on_chat_message`` received."""
+    ``options`` is the ``ChatMessageOptions`` ``on_chat_message`` received. ``should_stop``
+    is asked before every step after the first: True ends the reply there (a soft interrupt,
+    ``finishReason: "other"``), its finished steps kept."""
     messages = agent.messages
     plan = plan_turn(load_checkpoint(agent.ctx.storage.kv), provider.name, messages,
                      continuation=bool(options.continuation),
@@ -270,6 +273,9 @@ async def model_reply(
     compactions, last_input = 0, None
     first = True
     while not ended and cp.step < max_steps:
+        if not first and should_stop is not None and should_stop():
+            reason = "other"
+            break
         if (overflow is not None and overflow.max_input_tokens is not None
                 and last_input is not None and compactions < overflow.max_compactions
                 and last_input >= overflow.max_input_tokens * overflow.headroom):  # fmt: skip

@@ -8,12 +8,15 @@ route should use, the offending value — so no route has to parse a message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import AgentsError
 
 __all__ = [
+    "AgentNotFoundError",
     "AgentServerError",
+    "RequestError",
     "StreamClosedError",
     "StreamPayloadError",
     "StreamRangeError",
@@ -22,6 +25,35 @@ __all__ = [
 
 class AgentServerError(AgentsError):
     """Root of every error the agent server (``agents.server``) raises deliberately."""
+
+
+class RequestError(AgentServerError):
+    """A request the server refuses: HTTP ``status``, a stable ``code``, a message, details —
+    answered as ``{"error", "code", …}``, with the session's state untouched."""
+
+    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.details = details
+
+    def body(self) -> dict[str, Any]:
+        return {"error": str(self), "code": self.code, **self.details}
+
+
+class AgentNotFoundError(RequestError):
+    """An agent type the registry does not know; names the ones it does."""
+
+    def __init__(self, agent_type: str, available: Sequence[str]) -> None:
+        super().__init__(
+            404,
+            "AGENT_NOT_FOUND",
+            f"unknown agent type {agent_type!r}; registered: {', '.join(available) or 'none'}",
+            agentType=agent_type,
+            availableTypes=list(available),
+        )
+        self.agent_type = agent_type
+        self.available_types = list(available)
 
 
 class StreamRangeError(AgentServerError, ValueError):

@@ -178,6 +178,12 @@ class SessionStream:
         """End the run as failed: ``{"type":"fail","error":…}`` (``error`` as text), likewise."""
         self._end({"type": "fail", "error": str(error)}, "the run's error")
 
+    def pause(self, event: Mapping[str, Any]) -> None:
+        """The run stopped without ending (``{"type": "suspended"|"interrupted", …}``): stored
+        and sent like a terminal — SSE readers close, nothing waits on an object that may now
+        hibernate — until the run goes on with :meth:`reopen`."""
+        self._end(dict(event), "the run's pause")
+
     def reopen(self) -> None:
         """A new run begins in this session: the stored terminal is cleared (sequences go on)."""
         if self._terminal is not None:

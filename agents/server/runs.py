@@ -1,0 +1,319 @@
+"""Starting, resuming, retrying and answering runs — what the routes do, state-checked.
+
+Each action validates against the session's state first and raises
+:class:`~.errors.RequestError` (409 for a conflict) without changing anything; then it writes
+what must be durable *before* answering (the user message, the new run, a tool result), and
+starts the turn in the background (``ctx.waitUntil``): a Durable Object has no process between
+requests, so whatever advances a run must be started by the request that makes it possible.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..chat.turn import TurnSpec, new_request_id
+from .calls import pending_client_calls
+from .errors import RequestError
+from .hooks import AbortResult, call_hook
+from .requests import ResumeRequest, StartRequest, ToolResultRequest
+
+if TYPE_CHECKING:
+    from .server import AgentServer
+
+__all__ = ["resume_run", "start_run", "submit_tool_result"]
+
+_RESUMABLE = frozenset({"interrupted", "paused", "failed", "suspended_client_tool", "completed"})
+
+
+def _conflict(message: str, code: str = "RUN_IN_PROGRESS", **details: Any) -> RequestError:
+    return RequestError(409, code, message, **details)
+
+
+def _enqueue(server: AgentServer, *, continuation: bool) -> None:
+    if continuation:
+        server.ctx.waitUntil(server.continue_last_turn())
+        return
+    spec = TurnSpec(new_request_id())
+    server.ctx.waitUntil(server._chat_enqueue(spec))
+
+
+async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any:
+    """``/start``: a new run of ``req.agent_type`` on this session (or, for a key seen
+    before, the run it started)."""
+    record = server.session
+    if record.session_id is not None and record.session_id != req.session_id:
+        raise _conflict(
+            f"this object hosts session {record.session_id!r}, not {req.session_id!r}",
+            "SESSION_MISMATCH",
+        )
+    if req.idempotency_key is not None:
+        known = server.sessions.run_for_key(req.idempotency_key)
+        if known is not None:
+            return {
+                "sessionId": req.session_id,
+                "streamId": known[0],
+                "status": "resumed",
+                "startSequence": known[1],
+            }
+    if not server.registry.has(req.agent_type):
+        server.registry.get(req.agent_type)  # raises AgentNotFoundError with the known types
+    hook = await call_hook(
+        server.hooks.before_start,
+        {
+            "env": server.env,
+            "request": request,
+            "body": req,
+            "execution_state": server.execution_state,
+        },
+    )
+    if isinstance(hook, AbortResult):
+        return hook
+    if server.is_executing or server.session.status == "active":
+        raise _conflict(
+            "a run is in progress on this session: interrupt or abort it first",
+            sessionStatus=server.session.status,
+        )
+    run_id = f"run_{secrets.token_hex(8)}"
+    server.stream.reopen()
+    start_sequence = server.stream.latest_sequence + 1
+    server.sessions.update(
+        session_id=req.session_id,
+        agent_type=req.agent_type,
+        run_id=run_id,
+        status="active",
+        output=None,
+        error=None,
+        user_id=req.user_id,
+        tags=list(req.tags),
+        metadata=dict(req.metadata or {}),
+        interrupt_reason=None,
+        parent_session_id=req.parent_session_id,
+        root_session_id=req.root_session_id or req.parent_session_id or req.session_id,
+        run_start_sequence=start_sequence,
+    )
+    if req.idempotency_key is not None:
+        server.sessions.remember_key(req.idempotency_key, run_id, start_sequence)
+    server.stream.append(
+        {
+            "type": "run_started",
+            "runId": run_id,
+            "agentType": req.agent_type,
+            "agentId": req.session_id,
+        }
+    )
+    server.persist_messages(list(req.messages))
+    _enqueue(server, continuation=False)
+    await call_hook(
+        server.hooks.after_start,
+        {
+            "env": server.env,
+            "session_id": req.session_id,
+            "run_id": run_id,
+            "agent_type": req.agent_type,
+        },
+    )
+    return {
+        "sessionId": req.session_id,
+        "streamId": run_id,
+        "status": "started",
+        "startSequence": start_sequence,
+    }
+
+
+def _drop_run_output(server: AgentServer) -> None:
+    """The messages after the last user message go: the run is answered again."""
+    messages = server.messages
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    if last_user < 0:
+        raise _conflict("there is no user message to answer again", "NOTHING_TO_RETRY")
+    kept = messages[: last_user + 1]
+
+    def replace() -> None:
+        server._chat_store.clear()
+        server.persist_messages(kept)
+
+    server.ctx.storage.transactionSync(replace)
+
+
+def _branch(server: AgentServer, checkpoint_id: str) -> None:
+    found = server.sessions.find_checkpoint(checkpoint_id)
+    if found is None:
+        raise RequestError(
+            404,
+            "CHECKPOINT_NOT_FOUND",
+            f"no checkpoint {checkpoint_id!r}",
+            checkpointId=checkpoint_id,
+        )
+    messages = server.messages
+    kept = copy.deepcopy(messages[: int(found["message_count"])])
+    parts = int(found["part_count"])
+    later = messages[int(found["message_count"]) :]
+    if parts and later and later[0].get("role") == "assistant":
+        kept.append({**later[0], "parts": list(later[0].get("parts") or [])[:parts]})
+
+    def replace() -> None:
+        server._chat_store.clear()
+        server.persist_messages(kept)
+
+    server.ctx.storage.transactionSync(replace)
+
+
+async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = False) -> Any:
+    """``/resume`` (``continue`` | ``retry`` | ``branch``) and ``/retry``."""
+    record = server.session
+    if server.is_executing:
+        raise _conflict("the run is still executing; nothing to resume")
+    if record.run_id is None:
+        raise _conflict("this session has no run to resume", "NO_RUN")
+    if record.status not in _RESUMABLE:
+        raise _conflict(
+            f"a run that is {record.status} cannot be resumed",
+            "NOT_RESUMABLE",
+            sessionStatus=record.status,
+        )
+    mode = "retry" if retry else req.mode
+    hook_before = server.hooks.before_retry if retry else server.hooks.before_resume
+    hook = await call_hook(
+        hook_before,
+        {"env": server.env, "body": req, "mode": mode, "execution_state": server.execution_state},
+    )
+    if isinstance(hook, AbortResult):
+        return hook
+    if mode == "retry":
+        _drop_run_output(server)
+    elif mode == "branch":
+        _branch(server, req.checkpoint_id or "")
+    if req.append_messages:
+        server.persist_messages([*server.messages, *req.append_messages])
+    server.stream.reopen()
+    server.sessions.update(status="active", error=None, output=None, interrupt_reason=None)
+    server.stream.append(
+        {"type": "run_resumed", "runId": record.run_id, "mode": mode, "agentId": record.session_id}
+    )
+    last = server.messages[-1] if server.messages else None
+    _enqueue(server, continuation=last is not None and last.get("role") == "assistant")
+    hook_after = server.hooks.after_retry if retry else server.hooks.after_resume
+    await call_hook(
+        hook_after,
+        {"env": server.env, "session_id": record.session_id, "run_id": record.run_id, "mode": mode},
+    )
+    return {
+        "sessionId": record.session_id,
+        "streamId": record.run_id,
+        "status": "resumed",
+        "mode": mode,
+        "startSequence": server.stream.latest_sequence,
+    }
+
+
+def submit_tool_result(server: AgentServer, req: ToolResultRequest) -> dict[str, Any]:
+    """A client tool's result, durably applied; the run continues by itself. Idempotent: a
+    result for a call already answered changes nothing."""
+    messages = server.messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        for part in message.get("parts") or ():
+            if part.get("toolCallId") != req.tool_call_id:
+                continue
+            if part.get("state") != "input-available" or req.tool_call_id not in (
+                pending_client_calls(message)
+            ):
+                return {
+                    "accepted": False,
+                    "reason": "already-completed",
+                    "status": server.session.status,
+                }
+            updated = copy.deepcopy(dict(message))
+            for target in updated["parts"]:
+                if target.get("toolCallId") == req.tool_call_id:
+                    _apply(target, req)
+            server.persist_messages([*messages[:index], updated, *messages[index + 1 :]])
+            if not pending_client_calls(updated) and not server.is_executing:
+                server.sessions.update(status="active")
+                server.stream.reopen()
+                server.stream.append(
+                    {
+                        "type": "tool_result",
+                        "toolCallId": req.tool_call_id,
+                        "result": req.result,
+                        "error": req.error,
+                        "agentId": server.session.session_id,
+                    }
+                )
+                _enqueue(server, continuation=True)
+            return {"accepted": True, "status": server.session.status}
+    raise RequestError(
+        404,
+        "UNKNOWN_TOOL_CALL",
+        f"no tool call {req.tool_call_id!r} is waiting for a result in this session",
+        toolCallId=req.tool_call_id,
+    )
+
+
+def _apply(part: dict[str, Any], req: ToolResultRequest) -> None:
+    if req.error is not None:
+        part["state"] = "output-error"
+        part["errorText"] = req.error
+    else:
+        part["state"] = "output-available"
+        part["output"] = req.result
+
+
+def status_of(server: AgentServer) -> dict[str, Any]:
+    record = server.session
+    return {
+        "sessionId": record.session_id,
+        "status": record.status,
+        "stepCount": record.step_count,
+        "output": record.output,
+        "error": record.error,
+        "checkpointId": record.checkpoint_id,
+        "isExecuting": server.is_executing,
+        "runId": record.run_id,
+        "agentType": record.agent_type,
+        "interruptRequested": record.interrupt_reason,
+    }
+
+
+def snapshot_of(server: AgentServer) -> dict[str, Any]:
+    record = server.session
+    status = {"active": "active", "completed": "ended", "failed": "failed"}.get(
+        record.status, "paused"
+    )
+    last = server.messages[-1] if server.messages else None
+    snapshot: dict[str, Any] = {
+        "runId": record.run_id,
+        "messages": server.messages,
+        "state": None,
+        "streamSequence": server.stream.latest_sequence,
+        "status": status,
+        "sessionStatus": record.status,
+        "timestamp": int(server._core.now()),
+        "agentType": record.agent_type,
+        "version": 1,
+    }
+    if record.error:
+        snapshot["error"] = record.error
+    pending = pending_client_calls(last) if last and last.get("role") == "assistant" else {}
+    if pending:
+        snapshot["pendingClientToolCalls"] = pending
+    if record.root_session_id:
+        snapshot["rootSessionId"] = record.root_session_id
+    if record.parent_session_id:
+        snapshot["parentSessionId"] = record.parent_session_id
+    return snapshot
+
+
+def messages_page(server: AgentServer, offset: int, limit: int) -> Mapping[str, Any]:
+    messages = server.messages
+    page = messages[offset : offset + limit]
+    return {
+        "messages": page,
+        "total": len(messages),
+        "offset": offset,
+        "limit": limit,
+        "hasMore": offset + len(page) < len(messages),
+    }

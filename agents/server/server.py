@@ -1,0 +1,279 @@
+"""``AgentServer``: one Durable Object per session, running the agent loop of its agent type.
+
+A run is a chat turn of :class:`~agents.chat.AIChatAgent` (so it is stored as UI messages,
+streamed, checkpointed per step and — with ``auto_resume`` — recovered within the chat layer's
+budgets), driven by :func:`agents.providers.model_reply` with the definition its registry
+resolves and the provider its ``llm_adapter`` builds *inside* the object. Every chunk the loop
+produces is also appended to the session's sequenced stream (:mod:`.streams`, the seed's chunk
+vocabulary, :mod:`.mirror`) in the same synchronous step as the chat layer stores it, so after a
+SIGKILL the stream and the transcript agree and sequences carry on with no gap. The chat
+layer's chunk buffer is one chunk here for that reason.
+
+The HTTP surface is :mod:`.routes`; runs are started, resumed, interrupted and answered by
+:mod:`.runs`; usage rolls up across sub-agent objects in :mod:`.rollup`. Build a class with
+:func:`~agents.server.create_agent_server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlparse
+
+from ..chat import AIChatAgent, ChatMessageOptions
+from ..core.connections import Connection, ConnectionContext
+from ..providers import Tool, model_reply
+from .calls import pending_client_calls, text_of
+from .definition import AgentDefinition, SubAgentTool
+from .errors import AgentServerError, StreamRangeError
+from .hooks import ExecutionState, LLMAdapterContext, LLMAdapterFactory, ServerHooks, call_hook
+from .mirror import stream_chunks
+from .registry import AgentFactoryContext, AgentRegistry
+from .routes import dispatch
+from .session import SessionRecord, SessionStore
+from .streams import SessionStream
+from .subagents import sub_agent_as_tool
+
+__all__ = ["AgentServer", "pending_client_calls"]
+
+_log = logging.getLogger("agents.server")
+
+
+class AgentServer(AIChatAgent):
+    """The session object (see the module docstring). Configure it with
+    :func:`create_agent_server`, or subclass and set the class options."""
+
+    registry: ClassVar[AgentRegistry] = AgentRegistry()
+    llm_adapter: ClassVar[LLMAdapterFactory | None] = None
+    hooks: ClassVar[ServerHooks] = ServerHooks()
+    endpoints: ClassVar[Mapping[str, Any]] = {}
+    sub_agent_namespace: ClassVar[Callable[[Any], Any] | None] = None
+    #: After a crash, continue the run by itself (bounded chat recovery); else the session
+    #: says ``interrupted`` and ``/resume`` continues it.
+    auto_resume: ClassVar[bool] = False
+    interrupt_observation_deadline_ms: ClassVar[int] = 5_000
+    heartbeat_ms: ClassVar[int] = 30_000
+
+    @property
+    def chat_recovery(self) -> Any:  # type: ignore[override]  # a class option made per class
+        return bool(self.auto_resume)
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        self.sessions = SessionStore(self._sql_of(ctx), self._now_ms)
+        super().__init__(ctx, env)
+        # The session stream mirrors what storage holds: every chunk is stored at once.
+        self._chat_streams.buffer_size = 1  # type: ignore[misc]
+        self.stream = SessionStream(self, heartbeat_ms=self.heartbeat_ms)
+        self.execution_state = ExecutionState(self)
+        #: A soft interrupt the running loop saw (its reason), until the run ends.
+        self._interrupt_seen: str | None = None
+        self._interrupt_wanted: str | None = None
+        self._abort_reason: str | None = None
+        self._interrupt_observed = asyncio.Event()
+
+    @staticmethod
+    def _sql_of(ctx: Any) -> Callable[..., list[dict[str, Any]]]:
+        def run(query: str, *params: Any) -> list[dict[str, Any]]:
+            return [dict(r) for r in ctx.storage.sql.exec(query, *params).toArray()]
+
+        return run
+
+    def _now_ms(self) -> float:
+        return float(self._core.now())
+
+    # -- what the session is --------------------------------------------------------------------
+    @property
+    def session(self) -> SessionRecord:
+        return self.sessions.get()
+
+    @property
+    def is_executing(self) -> bool:
+        return bool(self._chat_queue.busy)
+
+    def sub_agent_namespace_of(self) -> Any:
+        if self.sub_agent_namespace is None:
+            raise AgentServerError(
+                "this server has sub-agent tools but no sub_agent_namespace: give "
+                "create_agent_server(sub_agent_namespace=lambda env: env.AGENTS)"
+            )
+        factory: Any = getattr(type(self), "sub_agent_namespace")  # noqa: B009 (a staticmethod)
+        return factory(self.env)
+
+    async def on_start(self) -> None:
+        record = self.sessions.get()
+        if record.status == "active" and not self.auto_resume and not self.is_executing:
+            reason = "the process running this session stopped"
+            self.sessions.update(status="interrupted", error=None)
+            self.stream.append(
+                {
+                    "type": "run_interrupted",
+                    "reason": reason,
+                    "runId": record.run_id,
+                    "agentId": record.session_id,
+                }
+            )
+            self.stream.pause({"type": "interrupted", "reason": reason})
+
+    # -- the run: a chat turn driven by the model loop ------------------------------------------
+    async def definition(self) -> AgentDefinition:
+        record = self.session
+        context = AgentFactoryContext(
+            self.env, record.session_id or self.name, record.run_id or "", record.user_id
+        )
+        return await self.registry.resolve(record.agent_type or "", context)
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        record = self.session
+        if self.llm_adapter is None:
+            raise AgentServerError("create_agent_server needs llm_adapter=(env, ctx) -> provider")
+        definition = await self.definition()
+        context = LLMAdapterContext(
+            record.session_id or self.name, definition.name, record.run_id or ""
+        )
+        factory: Any = getattr(type(self), "llm_adapter")  # noqa: B009 (a staticmethod)
+        provider = factory(self.env, context)
+        tools: list[Tool] = [
+            sub_agent_as_tool(self, t) if isinstance(t, SubAgentTool) else t
+            for t in definition.tools
+        ]
+        source = model_reply(
+            self,
+            options,
+            provider,
+            tools=tools,
+            system=definition.system_prompt or None,
+            max_steps=definition.max_steps,
+            should_stop=self._stop_requested,
+        )
+        return self._mirrored(source, record.session_id or self.name, definition.name)
+
+    async def _mirrored(
+        self, source: AsyncIterator[Any], agent_id: str, agent_type: str
+    ) -> AsyncIterator[Any]:
+        async for chunk in source:
+            if self._interrupt_wanted is not None and self._interrupt_seen is None:
+                self._observe_interrupt()
+            for event in stream_chunks(chunk, agent_id, agent_type):
+                self.stream.append(event)
+            if chunk.get("type") == "finish-step":
+                self._checkpoint()
+            yield chunk
+
+    def _checkpoint(self) -> None:
+        record = self.session
+        streaming = self._chat_runner.streaming_message
+        parts = len((streaming or {}).get("parts") or ())
+        checkpoint = self.sessions.checkpoint(
+            record.run_id or "", record.step_count + 1, len(self.messages), parts
+        )
+        self.sessions.update(step_count=record.step_count + 1, checkpoint_id=checkpoint)
+
+    def request_interrupt(self, reason: str) -> asyncio.Event:
+        """A durable soft interrupt: written now, observed by the running loop at its next
+        chunk or step (the event is set then); the run ends after its current step."""
+        self._interrupt_wanted = reason
+        self._interrupt_observed = asyncio.Event()
+        self.sessions.update(interrupt_reason=reason)
+        return self._interrupt_observed
+
+    def _observe_interrupt(self) -> None:
+        self._interrupt_seen = self._interrupt_wanted or self.session.interrupt_reason
+        self._interrupt_wanted = None
+        self.sessions.update(interrupt_reason=None)
+        self._interrupt_observed.set()
+
+    def _stop_requested(self) -> bool:
+        if self._interrupt_seen is None and (
+            self._interrupt_wanted or self.session.interrupt_reason
+        ):
+            self._observe_interrupt()
+        return self._interrupt_seen is not None
+
+    async def abort_run(self, reason: str) -> bool:
+        """A hard stop of the running turn; False when nothing runs."""
+        if not self.is_executing:
+            return False
+        self._abort_reason = reason
+        for abort in list(self._chat_aborts.values()):
+            abort.set()
+        return True
+
+    async def on_chat_response(self, result: Mapping[str, Any]) -> None:
+        status = result.get("status")
+        if status in ("skipped", "recovering"):
+            return
+        record = self.session
+        base = {"runId": record.run_id, "agentId": record.session_id}
+        message = result.get("message")
+        outcome: str
+        if self._abort_reason is not None or status == "aborted":
+            error = f"aborted: {self._abort_reason or 'the run was cancelled'}"
+            self._abort_reason = None
+            self.sessions.update(status="failed", error=error)
+            self.stream.append({"type": "run_failed", "error": error, **base})
+            self.stream.fail(error)
+            outcome = "failed"
+        elif status == "error":
+            error = str(result.get("error") or "the run failed")
+            self.sessions.update(status="failed", error=error)
+            self.stream.append({"type": "run_failed", "error": error, **base})
+            self.stream.fail(error)
+            outcome = "failed"
+        elif self._interrupt_seen is not None:
+            reason, self._interrupt_seen = self._interrupt_seen, None
+            self.sessions.update(status="interrupted", interrupt_reason=None)
+            self.stream.append({"type": "run_interrupted", "reason": reason, **base})
+            self.stream.pause({"type": "interrupted", "reason": reason})
+            outcome = "interrupted"
+        elif pending := pending_client_calls(message):
+            self.sessions.update(status="suspended_client_tool")
+            self.stream.append(
+                {"type": "run_suspended", "reason": "client_tool", "toolCalls": pending, **base}
+            )
+            self.stream.pause({"type": "suspended", "reason": "client_tool"})
+            return
+        else:
+            output = text_of(message)
+            self.sessions.update(status="completed", output=output, error=None)
+            self.stream.append({"type": "run_completed", "output": output, **base})
+            self.stream.finish(output)
+            outcome = "completed"
+        record = self.session
+        await call_hook(
+            self.hooks.on_complete,
+            {
+                "env": self.env,
+                "session_id": record.session_id,
+                "run_id": record.run_id,
+                "status": outcome,
+                "result": record.output,
+                "error": record.error,
+            },
+        )
+
+    # -- clients --------------------------------------------------------------------------------
+    def should_send_protocol_messages(self, connection: Connection, ctx: ConnectionContext) -> bool:
+        return False
+
+    def _before_connect_frames(self, connection: Connection) -> None:
+        """Stream clients speak the session protocol, not the chat one."""
+
+    async def on_connect(self, connection: Connection, ctx: ConnectionContext) -> None:
+        query = parse_qs(urlparse(str(ctx.request.url)).query)
+        try:
+            values = query.get("fromSequence")
+            start = self.stream.check_from_sequence(values[0] if values else None)
+        except StreamRangeError as exc:
+            connection.send(json.dumps({"type": "fail", "error": str(exc)}))
+            connection.close(4000 + exc.status, "bad fromSequence")
+            return
+        self.stream.attach(connection, start)
+
+    async def on_message(self, connection: Connection, message: Any) -> None:
+        self.stream.handle_message(connection, message)
+
+    async def on_request(self, request: Any) -> Any:
+        return await dispatch(self, request)

@@ -1,0 +1,186 @@
+"""A session's durable record: who it is, which run it is on, and how that run stands.
+
+One object hosts one session (``cf_server_session``, a single row). A *run* is one answer to
+one input; a session has many (multi-turn). Beside it: the checkpoints (one per finished step,
+so ``/resume`` and ``branch`` know where a run can restart), the sub-agent sessions this one
+started (so usage rolls up across objects and a recovered parent re-attaches to its children),
+and the idempotency keys of runs started on request of a parent (a retried ``/start`` from a
+recovered parent re-attaches instead of starting the child again).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = ["ChildRef", "SessionRecord", "SessionStore", "Status"]
+
+Status = str  # idle | active | completed | failed | interrupted | paused | suspended_*
+
+_COLUMNS = (
+    "session_id",
+    "agent_type",
+    "run_id",
+    "status",
+    "step_count",
+    "output",
+    "error",
+    "checkpoint_id",
+    "user_id",
+    "tags",
+    "metadata",
+    "interrupt_reason",
+    "parent_session_id",
+    "root_session_id",
+    "run_start_sequence",
+    "created_at",
+    "updated_at",
+)
+_JSON = frozenset({"output", "tags", "metadata"})
+
+
+@dataclass
+class SessionRecord:
+    session_id: str | None = None
+    agent_type: str | None = None
+    run_id: str | None = None
+    status: Status = "idle"
+    step_count: int = 0
+    output: Any = None
+    error: str | None = None
+    checkpoint_id: str | None = None
+    user_id: str | None = None
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+    #: A durable soft interrupt, set by ``/interrupt`` and cleared when the run observes it.
+    interrupt_reason: str | None = None
+    parent_session_id: str | None = None
+    root_session_id: str | None = None
+    #: The stream sequence the current run started at (a parent reads its child from there).
+    run_start_sequence: int = 0
+    created_at: int = 0
+    updated_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRef:
+    session_id: str
+    agent_type: str
+    tool_call_id: str
+    mode: str  # "ephemeral" | "persistent"
+    name: str | None
+    status: str
+
+
+class SessionStore:
+    """The session row and its side tables, over the agent's ``sql``."""
+
+    SCHEMA: ClassVar[tuple[str, ...]] = (
+        """CREATE TABLE IF NOT EXISTS cf_server_session (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  session_id TEXT, agent_type TEXT, run_id TEXT, status TEXT NOT NULL DEFAULT 'idle',
+  step_count INTEGER NOT NULL DEFAULT 0, output TEXT, error TEXT, checkpoint_id TEXT,
+  user_id TEXT, tags TEXT, metadata TEXT, interrupt_reason TEXT, parent_session_id TEXT,
+  root_session_id TEXT, run_start_sequence INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL DEFAULT 0)""",
+        """CREATE TABLE IF NOT EXISTS cf_server_checkpoints (
+  id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL,
+  message_count INTEGER NOT NULL, part_count INTEGER NOT NULL, created_at INTEGER NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS cf_server_children (
+  session_id TEXT PRIMARY KEY, agent_type TEXT NOT NULL, tool_call_id TEXT NOT NULL,
+  mode TEXT NOT NULL, name TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS cf_server_run_keys (
+  key TEXT PRIMARY KEY, run_id TEXT NOT NULL, start_sequence INTEGER NOT NULL)""",
+    )
+
+    def __init__(self, sql: Any, now: Any) -> None:
+        self._sql = sql
+        self._now = now
+        for statement in self.SCHEMA:
+            sql(statement)
+
+    def get(self) -> SessionRecord:
+        rows = self._sql(f"SELECT {', '.join(_COLUMNS)} FROM cf_server_session WHERE id = 1")
+        if not rows:
+            return SessionRecord()
+        values = dict(rows[0])
+        for key in _JSON:
+            raw = values.get(key)
+            values[key] = json.loads(raw) if raw is not None else None
+        values["tags"] = values["tags"] or []
+        values["metadata"] = values["metadata"] or {}
+        return SessionRecord(**values)
+
+    def update(self, **fields: Any) -> SessionRecord:
+        """Write ``fields`` to the row (created on first write); the new record."""
+        record = self.get()
+        now = int(self._now())
+        for key, value in fields.items():
+            if key not in _COLUMNS:
+                raise KeyError(f"no session field {key!r}")
+            setattr(record, key, value)
+        record.updated_at = now
+        record.created_at = record.created_at or now
+        values = [
+            json.dumps(getattr(record, c)) if c in _JSON else getattr(record, c) for c in _COLUMNS
+        ]
+        self._sql(
+            f"INSERT OR REPLACE INTO cf_server_session (id, {', '.join(_COLUMNS)}) "
+            f"VALUES (1, {', '.join('?' * len(_COLUMNS))})",
+            *values,
+        )
+        return record
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def checkpoint(self, run_id: str, step: int, message_count: int, part_count: int) -> str:
+        checkpoint_id = f"cp-{run_id}-{step}"
+        self._sql(
+            "INSERT OR REPLACE INTO cf_server_checkpoints VALUES (?, ?, ?, ?, ?, ?)",
+            checkpoint_id,
+            run_id,
+            step,
+            message_count,
+            part_count,
+            int(self._now()),
+        )
+        return checkpoint_id
+
+    def find_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None:
+        rows = self._sql("SELECT * FROM cf_server_checkpoints WHERE id = ?", checkpoint_id)
+        return dict(rows[0]) if rows else None
+
+    # -- children -------------------------------------------------------------------------------
+    def add_child(self, child: ChildRef) -> None:
+        self._sql(
+            "INSERT OR IGNORE INTO cf_server_children VALUES (?, ?, ?, ?, ?, ?, ?)",
+            child.session_id,
+            child.agent_type,
+            child.tool_call_id,
+            child.mode,
+            child.name,
+            child.status,
+            int(self._now()),
+        )
+
+    def set_child_status(self, session_id: str, status: str) -> None:
+        self._sql(
+            "UPDATE cf_server_children SET status = ? WHERE session_id = ?", status, session_id
+        )
+
+    def children(self) -> list[ChildRef]:
+        rows = self._sql(
+            "SELECT session_id, agent_type, tool_call_id, mode, name, status "
+            "FROM cf_server_children ORDER BY created_at, session_id"
+        )
+        return [ChildRef(**dict(r)) for r in rows]
+
+    # -- run keys -------------------------------------------------------------------------------
+    def run_for_key(self, key: str) -> tuple[str, int] | None:
+        rows = self._sql("SELECT run_id, start_sequence FROM cf_server_run_keys WHERE key = ?", key)
+        return (str(rows[0]["run_id"]), int(rows[0]["start_sequence"])) if rows else None
+
+    def remember_key(self, key: str, run_id: str, start_sequence: int) -> None:
+        self._sql(
+            "INSERT OR IGNORE INTO cf_server_run_keys VALUES (?, ?, ?)", key, run_id, start_sequence
+        )

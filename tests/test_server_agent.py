@@ -1,0 +1,392 @@
+"""The agent server in process: the seed's endpoints on a real runtime, against the fakes.
+
+Each session is one object (``idFromName("session:<id>")``); the provider is
+:class:`~doemu.testing.fake_providers.FakeLLM` reached through ``workers.fetch``. SIGKILL paths
+are in ``e2e/test_agent_server.py``; here: a run end to end, every endpoint's answer, bad input
+refused with state untouched, client tools across an eviction, interrupt and abort, sub-agents
+in sibling objects with usage rolled up across them, hooks and custom endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agents.providers import OpenAIChatCompletions, Tool
+from agents.server import (
+    AgentRegistry,
+    ServerHooks,
+    create_agent_server,
+    define_agent,
+    session_object_name,
+    sub_agent_tool,
+)
+from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
+from doemu.testing.plugin import HarnessFactory
+
+from .polling import eventually
+
+LOOKUPS: list[Any] = []
+
+
+async def lookup(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    LOOKUPS.append(args)
+    return {"found": args.get("q")}
+
+
+def registry() -> AgentRegistry:
+    agents = AgentRegistry()
+    agents.register(
+        define_agent(
+            "researcher",
+            system_prompt="Research.",
+            tools=[
+                Tool("lookup", "Look up.", {"type": "object"}, execute=lookup),
+                Tool("approve", "Ask the user to approve."),
+                sub_agent_tool("analyzer", description="Analyze a text."),
+                sub_agent_tool("critic", name="critic", persistent=True),
+            ],
+        )
+    )
+    agents.register(define_agent("analyzer", system_prompt="Analyze.", max_steps=3))
+    agents.register(define_agent("critic", system_prompt="Criticize.", max_steps=2))
+    return agents
+
+
+def llm_adapter(env: Any, ctx: Any) -> Any:
+    return OpenAIChatCompletions.from_env(env, model="m")
+
+
+def seen(_ctx: Any) -> None:
+    COMPLETED.append(_ctx)
+
+
+COMPLETED: list[Any] = []
+Server = create_agent_server(
+    agents=registry(),
+    llm_adapter=llm_adapter,
+    sub_agent_namespace=lambda env: env.AGENTS,
+    hooks=ServerHooks(on_complete=seen),
+    endpoints={"/health": lambda request, ctx: _health(ctx)},
+    name="Server",
+)
+
+
+async def _health(ctx: Any) -> Any:
+    from workers import Response
+
+    return Response(
+        json.dumps({"status": "healthy", "isExecuting": ctx.execution_state.is_executing})
+    )
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    LOOKUPS.clear()
+    COMPLETED.clear()
+    with FakeLLM(api_key="k") as server:
+        yield server
+
+
+class Session:
+    def __init__(self, h: Any, session_id: str) -> None:
+        self.h = h
+        self.id = session_id
+        namespace = h.env.AGENTS
+        self.stub = namespace.get(namespace.idFromName(session_object_name(session_id)))
+
+    async def call(
+        self, path: str, body: Any = None, *, method: str | None = None
+    ) -> tuple[int, Any]:
+        options: dict[str, Any] = {"method": method or ("POST" if body is not None else "GET")}
+        if body is not None:
+            options["body"] = body if isinstance(body, str) else json.dumps(body)
+        response = await self.stub.fetch(f"http://agent{path}", **options)
+        text = await response.text()
+        try:
+            return response.status, json.loads(text)
+        except ValueError:
+            return response.status, text
+
+    async def start(self, message: Any, agent_type: str = "researcher", **extra: Any) -> Any:
+        status, body = await self.call(
+            "/start",
+            {"agentType": agent_type, "sessionId": self.id, "input": {"message": message}, **extra},
+        )
+        assert status == 200, body
+        return body
+
+    async def status(self) -> dict[str, Any]:
+        return (await self.call("/status"))[1]  # type: ignore[no-any-return]
+
+    async def wait(self, *statuses: str) -> dict[str, Any]:
+        async def reached() -> Any:
+            current = await self.status()
+            return current if current["status"] in statuses and not current["isExecuting"] else None
+
+        return await eventually(reached, what=f"session {self.id} {statuses}")  # type: ignore[no-any-return]
+
+    async def history(self) -> list[dict[str, Any]]:
+        return (await self.call("/history?fromSequence=0&limit=1000"))[1]["chunks"]  # type: ignore[no-any-return]
+
+
+async def harness(doemu_harness: HarnessFactory, llm: FakeLLM) -> Any:
+    return await doemu_harness(
+        {"AGENTS": Server}, vars={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": f"{llm.url}/v1"}
+    )
+
+
+async def test_a_run_end_to_end(doemu_harness: HarnessFactory, llm: FakeLLM) -> None:
+    llm.script(Reply(Text("let me "), ToolUse("lookup", {"q": "cats"}, id="c1")))
+    llm.script(Reply(Text("cats ", "found")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "s1")
+    started = await s.start("find cats", userId="u1", tags=["t"], metadata={"k": "v"})
+    assert started["sessionId"] == "s1" and started["status"] == "started"
+    done = await s.wait("completed")
+    assert done["output"] == "let me cats found" and done["stepCount"] == 2
+    assert done["checkpointId"] and LOOKUPS == [{"q": "cats"}]
+    chunks = await s.history()
+    assert [c["sequence"] for c in chunks] == list(range(len(chunks)))  # no gap
+    kinds = [c["chunk"]["type"] for c in chunks]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_completed"
+    assert (
+        "tool_call_start" in kinds and "tool_result" in kinds and kinds.count("step_completed") == 2
+    )
+    deltas = "".join(c["chunk"].get("delta", "") for c in chunks)
+    assert deltas == "let me cats found"
+    _, messages = await s.call("/messages?offset=0&limit=10")
+    assert messages["total"] == 2 and [m["role"] for m in messages["messages"]] == [
+        "user",
+        "assistant",
+    ]
+    _, snapshot = await s.call("/snapshot")
+    assert snapshot["status"] == "ended" and snapshot["streamSequence"] == chunks[-1]["sequence"]
+    assert snapshot["messages"] == messages["messages"] and snapshot["agentType"] == "researcher"
+    _, usage = await s.call("/usage")
+    stats = llm.stats
+    assert usage["tokens"]["prompt"] == stats.billed_input_tokens
+    assert usage["tokens"]["completion"] == stats.billed_output_tokens
+    assert usage["toolStats"]["byTool"]["lookup"]["successfulCalls"] == 1
+    assert COMPLETED and COMPLETED[-1]["status"] == "completed"
+    _, health = await s.call("/health")
+    assert health == {"status": "healthy", "isExecuting": False}
+
+
+async def test_bad_input_is_a_clear_4xx_and_changes_nothing(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "bad")
+    status, body = await s.call(
+        "/start", {"agentType": "nope", "sessionId": "bad", "input": {"message": "x"}}
+    )
+    assert status == 404 and body["code"] == "AGENT_NOT_FOUND"
+    assert body["availableTypes"] == ["analyzer", "critic", "researcher"]
+    for bad in (
+        {"sessionId": "bad", "input": {"message": "x"}},
+        {"agentType": "researcher", "sessionId": "bad", "input": {"message": ""}},
+        {"agentType": "researcher", "sessionId": "bad", "input": {"message": [{"role": "bot"}]}},
+        "{not json",
+        ["a list"],
+    ):
+        status, body = await s.call("/start", bad)
+        assert status == 400 and body["error"], bad
+    assert (await s.status())["status"] == "idle"
+    status, body = await s.call("/history?fromSequence=5")
+    assert status in (400, 416) and "fromSequence" in body["error"]
+    status, body = await s.call("/chat/bad/submit-tool-result", {"toolCallId": "nope", "result": 1})
+    assert status == 404
+    status, body = await s.call("/status", {"x": 1})
+    assert status == 405
+    status, body = await s.call("/nowhere")
+    assert status == 404 and body["code"] == "NOT_FOUND"
+    llm.script(Reply(Text("slow"), hold_after=0))
+    await s.start("go")
+    await llm.await_held(timeout=10)
+    status, body = await s.call(
+        "/start", {"agentType": "researcher", "sessionId": "bad", "input": {"message": "again"}}
+    )
+    assert status == 409 and body["code"] == "RUN_IN_PROGRESS"
+    status, body = await s.call(
+        "/start", {"agentType": "researcher", "sessionId": "other", "input": {"message": "x"}}
+    )
+    assert status == 409 and body["code"] == "SESSION_MISMATCH"
+    llm.release()
+    await s.wait("completed")
+    _, messages = await s.call("/messages")
+    assert [m["role"] for m in messages["messages"]] == ["user", "assistant"]  # nothing leaked in
+
+
+async def test_a_client_tool_suspends_the_run_and_its_result_continues_it_after_eviction(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(ToolUse("approve", {"action": "buy"}, id="ask1")))
+    llm.script(Reply(Text("approved, ", "buying")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "hitl")
+    await s.start("buy it")
+    await s.wait("suspended_client_tool")
+    _, snapshot = await s.call("/snapshot")
+    assert snapshot["pendingClientToolCalls"] == {
+        "ask1": {"toolName": "approve", "input": {"action": "buy"}}
+    }
+    assert await h.evict("AGENTS", session_object_name("hitl"))
+    status, body = await s.call(
+        "/chat/hitl/submit-tool-result", {"toolCallId": "ask1", "result": {"approved": True}}
+    )
+    assert status == 200 and body["accepted"] is True
+    done = await s.wait("completed")
+    assert done["output"].endswith("approved, buying")
+    status, body = await s.call(
+        "/chat/hitl/submit-tool-result", {"toolCallId": "ask1", "result": {"approved": False}}
+    )
+    assert status == 200 and body["accepted"] is False  # idempotent: the first answer stands
+    second = llm.requests("chat")[1]["messages"]
+    assert any(m["role"] == "tool" and "approved" in m["content"] for m in second)
+
+
+async def test_interrupt_is_observed_then_resume_continues(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(
+        Reply(
+            Text("a ", "b ", "c ", "d ", "e"), ToolUse("lookup", {"q": "x"}, id="c1"), hold_after=2
+        )
+    )
+    llm.script(Reply(Text("resumed")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "int")
+    await s.start("go")
+    await llm.await_held(timeout=10)
+
+    async def interrupt() -> tuple[int, Any]:
+        return await s.call("/chat/int/interrupt", {"reason": "user"})
+
+    import asyncio
+
+    pending = asyncio.ensure_future(interrupt())
+    await eventually(lambda: _flag(s), what="the durable interrupt flag")
+    llm.release()
+    status, body = await pending
+    assert status == 202 and body["observed"] is True
+    stopped = await s.wait("interrupted")
+    assert stopped["stepCount"] == 1  # the step that was running finished, nothing after it
+    status, body = await s.call(
+        "/resume", {"agentType": "researcher", "options": {"mode": "continue"}}
+    )
+    assert status == 200 and body["status"] == "resumed"
+    done = await s.wait("completed")
+    assert done["output"].endswith("resumed")
+    chunks = await s.history()
+    assert [c["sequence"] for c in chunks] == list(range(len(chunks)))
+    kinds = [c["chunk"]["type"] for c in chunks]
+    assert "run_interrupted" in kinds and "run_resumed" in kinds
+
+
+async def _flag(s: Session) -> bool:
+    return bool((await s.status())["interruptRequested"])
+
+
+async def test_abort_stops_the_run_at_once(doemu_harness: HarnessFactory, llm: FakeLLM) -> None:
+    llm.script(Reply(Text("a ", "b"), stall_after=1))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "abort")
+    await s.start("go")
+    await eventually(lambda: _has_delta(s), what="the first delta")
+    status, body = await s.call("/abort", {"reason": "timeout"})
+    assert status == 200 and body["aborted"] is True
+    failed = await s.wait("failed")
+    assert failed["error"] == "aborted: timeout"
+    status, body = await s.call("/abort", {})
+    assert status == 409
+
+
+async def _has_delta(s: Session) -> bool:
+    return any(c["chunk"]["type"] == "text_delta" for c in await s.history())
+
+
+async def test_a_sub_agent_runs_in_a_sibling_object_and_usage_rolls_up(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(ToolUse("analyzer", {"message": "analyze this"}, id="sub1")))
+    llm.script(Reply(Text("positive ", "tone")))  # the child
+    llm.script(Reply(Text("it is positive")))  # the parent's next step
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "parent")
+    await s.start("analyze")
+    done = await s.wait("completed")
+    assert done["output"] == "it is positive"
+    child = Session(h, "parent-remote-sub1")
+    child_status = await child.status()
+    assert child_status["status"] == "completed" and child_status["output"] == "positive tone"
+    kinds = [c["chunk"]["type"] for c in await s.history()]
+    start, end = kinds.index("subagent_start"), kinds.index("subagent_end")
+    between = [c["chunk"] for c in (await s.history())[start + 1 : end]]
+    assert "".join(c.get("delta", "") for c in between) == "positive tone"
+    assert all(c["agentId"] == "parent-remote-sub1" for c in between)
+    _, mine = await s.call("/usage")
+    _, rolled = await s.call("/usage?mode=rollup")
+    stats = llm.stats
+    assert rolled["tokensIncludingSubAgents"]["prompt"] == stats.billed_input_tokens
+    assert rolled["tokensIncludingSubAgents"]["completion"] == stats.billed_output_tokens
+    assert mine["tokens"]["prompt"] < stats.billed_input_tokens
+    assert rolled["subAgentStats"]["byType"]["analyzer"]["successfulCalls"] == 1
+
+
+async def test_a_persistent_child_keeps_its_session(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    for answer in ("first", "second"):
+        llm.script(Reply(ToolUse("critic", {"message": f"critique {answer}"}, id=f"k-{answer}")))
+        llm.script(Reply(Text(f"critique {answer}")))
+        llm.script(Reply(Text(f"done {answer}")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "p2")
+    await s.start("one")
+    await s.wait("completed")
+    await s.start("two")
+    await s.wait("completed")
+    critic = Session(h, "p2-child-critic")
+    _, messages = await critic.call("/messages")
+    assert [m["role"] for m in messages["messages"]] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_hooks_can_refuse_and_transform(doemu_harness: HarnessFactory, llm: FakeLLM) -> None:
+    from workers import Response
+
+    def before_start(ctx: Any) -> Any:
+        if ctx["body"].user_id is None:
+            return {
+                "abort": True,
+                "response": Response(json.dumps({"error": "user id required"}), status=401),
+            }
+        return None
+
+    def transform(raw: Any, env: Any) -> Any:
+        return {
+            "agentType": "analyzer",
+            "input": {"message": raw["prompt"]},
+            "sessionId": raw["conversationId"],
+            "userId": raw.get("user"),
+        }
+
+    Guarded = create_agent_server(
+        agents=registry(),
+        llm_adapter=llm_adapter,
+        name="Guarded",
+        hooks=ServerHooks(before_start=before_start, transform_request=transform),
+    )
+    h = await doemu_harness(
+        {"AGENTS": Guarded}, vars={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": f"{llm.url}/v1"}
+    )
+    s = Session(h, "c1")
+    status, body = await s.call("/start", {"prompt": "hi", "conversationId": "c1"})
+    assert status == 401 and (await s.status())["status"] == "idle"
+    llm.script(Reply(Text("hello")))
+    status, body = await s.call("/start", {"prompt": "hi", "conversationId": "c1", "user": "u"})
+    assert status == 200 and body["sessionId"] == "c1"
+    assert (await s.wait("completed"))["agentType"] == "analyzer"
