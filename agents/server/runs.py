@@ -51,7 +51,9 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
         )
     if req.idempotency_key is not None:
         known = server.sessions.run_for_key(req.idempotency_key)
-        if known is not None:
+        if known is not None:  # a recovered parent asks again: re-attach (and carry on)
+            if known[0] == record.run_id and record.status in ("interrupted", "paused"):
+                await resume_run(server, ResumeRequest("continue", None, ()))
             return {
                 "sessionId": req.session_id,
                 "streamId": known[0],

@@ -118,8 +118,8 @@ async def _run_child(
             elif data.get("type") == "fail":
                 failed = str(data.get("error"))
                 break
-            elif data.get("type") == "suspended":
-                failed = "the sub-agent is waiting for a client tool result"
+            elif data.get("type") in ("suspended", "interrupted"):
+                failed = f"the sub-agent is {data['type']}: {data.get('reason')}"
                 break
     finally:
         await events.aclose()
