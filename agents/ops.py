@@ -210,6 +210,7 @@ class Operation:
         self._ledger = ledger
         self._phase: Literal["idle", "open", "running", "closed"] = "idle"
         self._result_json: str | None = None  # the recorded result (before, or by this entry)
+        self._deferred = False
 
     @property
     def replayed(self) -> bool:
@@ -225,6 +226,11 @@ class Operation:
     def completed(self) -> bool:
         """Whether a result is recorded (before, or by :meth:`complete`)."""
         return self._result_json is not None
+
+    def defer(self) -> None:
+        """The call goes on elsewhere (a sub-agent waiting for its client): leave the row
+        ``started`` on exit, for a later activation to enter again and settle."""
+        self._deferred = True
 
     def complete(self, result: Any = None) -> None:
         """Record the JSON ``result`` now (a second call with the same value is a no-op).
@@ -303,8 +309,8 @@ class Operation:
     def _close(self, exc: BaseException | None) -> None:
         """Settle the call this entry made; a failure to mark ``failed`` never masks ``exc``."""
         try:
-            if self.completed:
-                pass  # the call's result is recorded: an error after it changes nothing
+            if self.completed or self._deferred:
+                pass  # recorded already (an error after it changes nothing), or still going on
             elif exc is None:
                 self.complete(None)
             elif isinstance(exc, Exception):

@@ -48,11 +48,19 @@ def registry() -> AgentRegistry:
                 Tool("approve", "Ask the user to approve."),
                 sub_agent_tool("analyzer", description="Analyze a text."),
                 sub_agent_tool("critic", name="critic", persistent=True),
+                sub_agent_tool("checker"),
             ],
         )
     )
     agents.register(define_agent("analyzer", system_prompt="Analyze.", max_steps=3))
     agents.register(define_agent("critic", system_prompt="Criticize.", max_steps=2))
+    agents.register(
+        define_agent(
+            "checker",
+            system_prompt="Check with the user.",
+            tools=[Tool("approve", "Ask the user to approve.")],
+        )
+    )
     return agents
 
 
@@ -185,7 +193,7 @@ async def test_bad_input_is_a_clear_4xx_and_changes_nothing(
         "/start", {"agentType": "nope", "sessionId": "bad", "input": {"message": "x"}}
     )
     assert status == 404 and body["code"] == "AGENT_NOT_FOUND"
-    assert body["availableTypes"] == ["analyzer", "critic", "researcher"]
+    assert body["availableTypes"] == ["analyzer", "checker", "critic", "researcher"]
     for bad in (
         {"sessionId": "bad", "input": {"message": "x"}},
         {"agentType": "researcher", "sessionId": "bad", "input": {"message": ""}},
@@ -390,3 +398,33 @@ async def test_hooks_can_refuse_and_transform(doemu_harness: HarnessFactory, llm
     status, body = await s.call("/start", {"prompt": "hi", "conversationId": "c1", "user": "u"})
     assert status == 200 and body["sessionId"] == "c1"
     assert (await s.wait("completed"))["agentType"] == "analyzer"
+
+
+async def test_a_child_waiting_for_its_client_suspends_the_parent_until_it_is_answered(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(ToolUse("checker", {"message": "check it"}, id="sub2")))  # the parent
+    llm.script(Reply(ToolUse("approve", {"what": "it"}, id="ask-child")))  # the child
+    h = await harness(doemu_harness, llm)
+    parent = Session(h, "cascade")
+    child = Session(h, "cascade-remote-sub2")
+    await parent.start("check")
+    await child.wait("suspended_client_tool")
+    await parent.wait("suspended_awaiting_children")
+    _, snapshot = await parent.call("/snapshot")
+    assert snapshot["awaitingChildren"] == [child.id]
+    _, child_snapshot = await child.call("/snapshot")
+    assert list(child_snapshot["pendingClientToolCalls"]) == ["ask-child"]
+    llm.script(Reply(Text("checked ", "ok")))  # the child, once answered
+    llm.script(Reply(Text("all ", "checked")))  # the parent, once the child is done
+    status, body = await child.call(
+        "/chat/cascade-remote-sub2/submit-tool-result",
+        {"toolCallId": "ask-child", "result": {"approved": True}},
+    )
+    assert status == 200 and body["accepted"] is True
+    assert (await child.wait("completed"))["output"] == "checked ok"
+    assert (await parent.wait("completed"))["output"] == "all checked"
+    kinds = [c["chunk"]["type"] for c in await parent.history()]
+    assert kinds.count("subagent_start") == 1 and kinds.count("subagent_end") == 1
+    copied = [c["chunk"] for c in await parent.history() if c["chunk"].get("agentId") == child.id]
+    assert "".join(c.get("delta", "") for c in copied) == "checked ok"

@@ -77,6 +77,8 @@ class _Reply:
         self.skip = 0
         #: The text this reply produced in the current step.
         self.step_text = ""
+        #: A tool call that has no result yet (it goes on elsewhere): the reply ends.
+        self.pending = False
 
     @property
     def message_id(self) -> str:
@@ -133,7 +135,7 @@ class _Reply:
 
     async def settle(
         self, call_id: str, name: str, args: Mapping[str, Any], position: str, *, stored: bool
-    ) -> Chunk:
+    ) -> Chunk | None:
         """Run (or replay, or refuse) a server tool call; its output chunk. A call ``stored``
         in the partial without its result joins the next request's items here."""
         if stored:
@@ -143,6 +145,11 @@ class _Reply:
             outcome_ok, value = False, f"no server tool named {name!r}"
         else:
             outcome = await run_tool(self.agent, tool, call_id, args, position)
+            if outcome.status == "pending":  # no result yet: the reply ends, the call waits
+                self.pending = True
+                if stored:
+                    self.produced.pop()
+                return None
             outcome_ok, value = outcome.ok, outcome.value
         self.produced.append(ToolResult(call_id, name, value, not outcome_ok))
         if outcome_ok:
@@ -188,7 +195,8 @@ async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
     """What storage missed of an interrupted turn: its unsettled tool calls, settled from the
     ledger, and the rest of a step whose request had ended (from the checkpoint), re-emitted."""
     for call_id, name, args, position in _unsettled(plan.partial):
-        yield await reply.settle(call_id, name, args, position, stored=True)
+        if (chunk := await reply.settle(call_id, name, args, position, stored=True)) is not None:
+            yield chunk
     cp = reply.checkpoint
     output = cp.output
     if plan.resume_step or not cp.done or output is None:
@@ -210,7 +218,10 @@ async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
             yield chunk
         tool = reply.tools.get(name)
         if tool is None or tool.execute is not None:
-            yield await reply.settle(call_id, name, args, position, stored=True)
+            if (
+                chunk := await reply.settle(call_id, name, args, position, stored=True)
+            ) is not None:
+                yield chunk
     yield {"type": "finish-step"}
 
 
@@ -254,6 +265,8 @@ async def model_reply(
         yield chunk
     resume: dict[str, Any] | None = None
     reason, ended = "stop", False
+    if reply.pending:  # still waiting for a call that goes on elsewhere
+        reason, ended = "tool-calls", True
     if plan.resume_step:
         handle = cp.handle or {}
         if provider.strategy == "retrieve" and handle.get("responseId"):
@@ -334,9 +347,13 @@ async def model_reply(
         for event, position in zip(calls, positions, strict=True):
             tool = reply.tools.get(event.name)
             if tool is None or tool.execute is not None:
-                yield await reply.settle(event.call_id, event.name, event.args, position,
-                                         stored=False)  # fmt: skip
+                settled = await reply.settle(event.call_id, event.name, event.args, position,
+                                             stored=False)  # fmt: skip
+                if settled is not None:
+                    yield settled
         if reason != "tool-calls" or not calls or _client_calls(reply, cp.output["calls"]):
+            break
+        if reply.pending:  # a call goes on elsewhere: the reply ends, a continuation settles it
             break
         cp.step, cp.request, cp.done, cp.handle, cp.output = cp.step + 1, 0, False, None, None
     cp.finished = True

@@ -18,7 +18,20 @@ from typing import Any
 
 from .base import ToolSpec
 
-__all__ = ["Tool", "ToolContext", "ToolOutcome", "run_tool"]
+__all__ = ["PENDING", "Tool", "ToolContext", "ToolOutcome", "ToolPending", "run_tool"]
+
+
+class ToolPending:
+    """What ``execute`` returns when the call goes on elsewhere and has no result yet (a
+    sub-agent waiting for its own client): the reply ends there, the call's ledger entry stays
+    ``started``, and a later continuation runs ``execute`` again to settle it."""
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+#: The one :class:`ToolPending` value.
+PENDING = ToolPending()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +92,9 @@ async def run_tool(
             if op.ambiguous:
                 return ToolOutcome(False, op.ambiguity, "ambiguous")
             result = await tool.execute(dict(args), ToolContext(agent, call_id, op.id))
+            if isinstance(result, ToolPending):
+                op.defer()
+                return ToolOutcome(False, None, "pending")
             op.complete(result)
             return ToolOutcome(True, result, str(op.status))
     except Exception as exc:  # the tool failed: the model reads why (the ledger says failed)

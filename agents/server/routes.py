@@ -23,7 +23,7 @@ from .errors import RequestError, StreamRangeError
 from .hooks import AbortResult, EndpointContext, call_hook
 from .requests import parse_resume, parse_start, query_int
 from .rollup import usage_report
-from .runs import messages_page, resume_run, snapshot_of, start_run, status_of
+from .runs import children_settled, messages_page, resume_run, snapshot_of, start_run, status_of
 
 if TYPE_CHECKING:
     from .server import AgentServer
@@ -34,6 +34,7 @@ _log = logging.getLogger("agents.server")
 _CHAT = re.compile(
     r"(?:^|/)chat/(?P<id>[^/]+)/(?P<action>stream|submit-tool-result|interrupt|abort)$"
 )
+_SETTLED = re.compile(r"(?:^|/)children/settled$")
 _ROUTE = re.compile(
     r"(?:^|/)(?P<name>start|resume|retry|interrupt|abort|status|sse|history|"
     r"usage|messages|snapshot|chat)$"
@@ -92,6 +93,8 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
     chat = _CHAT.search(path)
     if chat is not None:
         return await chat_action(server, request, chat["id"], chat["action"], params)
+    if _SETTLED.search(path) is not None and request.method == "POST":
+        return await children_settled(server)
     match = _ROUTE.search(path)
     if match is None:
         raise RequestError(404, "NOT_FOUND", f"no endpoint {path!r} on the agent server")

@@ -25,7 +25,16 @@ if TYPE_CHECKING:
 
 __all__ = ["resume_run", "start_run", "submit_tool_result"]
 
-_RESUMABLE = frozenset({"interrupted", "paused", "failed", "suspended_client_tool", "completed"})
+_RESUMABLE = frozenset(
+    {
+        "interrupted",
+        "paused",
+        "failed",
+        "suspended_client_tool",
+        "completed",
+        "suspended_awaiting_children",
+    }
+)
 
 
 def _conflict(message: str, code: str = "RUN_IN_PROGRESS", **details: Any) -> RequestError:
@@ -302,6 +311,9 @@ def snapshot_of(server: AgentServer) -> dict[str, Any]:
     pending = pending_client_calls(last) if last and last.get("role") == "assistant" else {}
     if pending:
         snapshot["pendingClientToolCalls"] = pending
+    waiting = [c.session_id for c in server.sessions.children() if c.status == "suspended"]
+    if waiting:
+        snapshot["awaitingChildren"] = waiting
     if record.root_session_id:
         snapshot["rootSessionId"] = record.root_session_id
     if record.parent_session_id:
@@ -319,3 +331,15 @@ def messages_page(server: AgentServer, offset: int, limit: int) -> Mapping[str, 
         "limit": limit,
         "hasMore": offset + len(page) < len(messages),
     }
+
+
+async def children_settled(server: AgentServer) -> dict[str, Any]:
+    """A child's run ended: a run suspended on its children goes on (and re-reads them)."""
+    record = server.session
+    if record.status != "suspended_awaiting_children" or server.is_executing:
+        return {"resumed": False, "status": record.status}
+    for child in server.sessions.children():
+        if child.status == "suspended":
+            server.sessions.set_child_status(child.session_id, "active")
+    await resume_run(server, ResumeRequest("continue", None, ()))
+    return {"resumed": True, "status": server.session.status}

@@ -35,7 +35,7 @@ from .registry import AgentFactoryContext, AgentRegistry
 from .routes import dispatch
 from .session import SessionRecord, SessionStore
 from .streams import SessionStream
-from .subagents import sub_agent_as_tool
+from .subagents import session_object_name, sub_agent_as_tool
 
 __all__ = ["AgentServer", "pending_client_calls"]
 
@@ -233,7 +233,33 @@ class AgentServer(AIChatAgent):
             self.stream.append(
                 {"type": "run_suspended", "reason": "client_tool", "toolCalls": pending, **base}
             )
-            self.stream.pause({"type": "suspended", "reason": "client_tool"})
+            self.stream.pause(
+                {
+                    "type": "suspended",
+                    "reason": "client_tool",
+                    "sessionId": record.session_id,
+                    "toolCalls": pending,
+                }
+            )
+            return
+        elif waiting := [c.session_id for c in self.sessions.children() if c.status == "suspended"]:
+            self.sessions.update(status="suspended_awaiting_children")
+            self.stream.append(
+                {
+                    "type": "run_suspended",
+                    "reason": "awaiting_children",
+                    "children": waiting,
+                    **base,
+                }
+            )
+            self.stream.pause(
+                {
+                    "type": "suspended",
+                    "reason": "awaiting_children",
+                    "sessionId": record.session_id,
+                    "children": waiting,
+                }
+            )
             return
         else:
             output = text_of(message)
@@ -242,6 +268,8 @@ class AgentServer(AIChatAgent):
             self.stream.finish(output)
             outcome = "completed"
         record = self.session
+        if record.parent_session_id:
+            self.ctx.waitUntil(self._tell_parent(record.parent_session_id))
         await call_hook(
             self.hooks.on_complete,
             {
@@ -253,6 +281,21 @@ class AgentServer(AIChatAgent):
                 "error": record.error,
             },
         )
+
+    async def _tell_parent(self, parent: str) -> None:
+        """This child's run ended: a parent suspended on it goes on (``/children/settled``)."""
+        try:
+            namespace = self.sub_agent_namespace_of()
+            stub = namespace.get(namespace.idFromName(session_object_name(parent)))
+            body = json.dumps({"childSessionId": self.session.session_id})
+            await stub.fetch("http://agent/children/settled", method="POST", body=body)
+        except Exception:
+            _log.warning(
+                "session %s: could not tell parent %s its run ended",
+                self.session.session_id,
+                parent,
+                exc_info=True,
+            )
 
     # -- clients --------------------------------------------------------------------------------
     def should_send_protocol_messages(self, connection: Connection, ctx: ConnectionContext) -> bool:

@@ -7,6 +7,11 @@ the tool call's — or from the tool's name for a *persistent* child, which keep
 (and its memory) when consulted again. The child's chunks are copied into the parent's stream
 between ``subagent_start`` and ``subagent_end``; its final output is the tool's result.
 
+A child that suspends on its own client tool suspends the parent too
+(``suspended_awaiting_children``): the call returns no result, its ledger entry stays open,
+and when the child's run ends it tells the parent (``/children/settled``), whose run then
+continues and reads the rest of the child's stream.
+
 Recovery: the call runs under the operation ledger as an idempotent tool (its idempotency key
 is the child run's key), so a parent recovered after a crash calls again — the child's
 ``/start`` with that key re-attaches to the run it already started instead of starting another,
@@ -21,6 +26,7 @@ from typing import Any
 
 from ..providers import Tool, ToolContext
 from ..providers.base import post_sse
+from ..providers.tools import PENDING
 from .definition import SubAgentTool
 from .errors import AgentServerError
 from .session import ChildRef
@@ -118,8 +124,11 @@ async def _run_child(
             elif data.get("type") == "fail":
                 failed = str(data.get("error"))
                 break
-            elif data.get("type") in ("suspended", "interrupted"):
-                failed = f"the sub-agent is {data['type']}: {data.get('reason')}"
+            elif data.get("type") == "suspended":  # waiting for its client: so does the parent
+                server.sessions.set_child_status(child, "suspended")
+                return PENDING
+            elif data.get("type") == "interrupted":
+                failed = f"the sub-agent was interrupted: {data.get('reason')}"
                 break
     finally:
         await events.aclose()
