@@ -428,3 +428,36 @@ async def test_a_child_waiting_for_its_client_suspends_the_parent_until_it_is_an
     assert kinds.count("subagent_start") == 1 and kinds.count("subagent_end") == 1
     copied = [c["chunk"] for c in await parent.history() if c["chunk"].get("agentId") == child.id]
     assert "".join(c.get("delta", "") for c in copied) == "checked ok"
+
+
+AutoServer = create_agent_server(
+    agents=registry(), llm_adapter=llm_adapter, auto_resume=True, name="AutoServer"
+)
+
+
+async def test_auto_resume_continues_a_crashed_run_with_no_request(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    words = [f"w{i} " for i in range(20)]
+    llm.script(Reply(Text(*words), hold_after=8))
+    h = await doemu_harness({"AGENTS": AutoServer}, vars={
+        "OPENAI_API_KEY": "k", "OPENAI_BASE_URL": f"{llm.url}/v1"})  # fmt: skip
+    s = Session(h, "auto")
+    await s.start("count")
+    await llm.await_held(timeout=10)
+    await eventually(lambda: _deltas(s, 8), what="the stored words")
+    h.reset("AGENTS", session_object_name("auto"), "simulated crash")
+    llm.release()
+    kept = "".join(c["chunk"].get("delta", "") for c in await s.history())  # wakes it
+    llm.script(Reply(Text(*words[len(kept.split()) :])))
+    await h.advance(1_000)  # the recovery attempt's schedule
+    done = await s.wait("completed")
+    assert done["output"] == "".join(words)
+    deltas = "".join(c["chunk"].get("delta", "") for c in await s.history())
+    assert deltas == "".join(words)  # the stream holds each word once
+    chunks = await s.history()
+    assert [c["sequence"] for c in chunks] == list(range(len(chunks)))
+
+
+async def _deltas(s: Session, n: int) -> bool:
+    return sum(c["chunk"]["type"] == "text_delta" for c in await s.history()) >= n
