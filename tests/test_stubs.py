@@ -149,3 +149,32 @@ async def test_two_upgrades_in_flight_to_one_object_keep_both_sockets(
     await first
     assert second.status == 101
     assert await stub.tags() == ["first", "second"]
+
+
+class Endless(DurableObject):
+    """Streams one chunk, then nothing: a body still being read when the object is reset."""
+
+    async def fetch(self, request: Any) -> Any:
+        from js import TransformStream
+
+        ts = TransformStream.new()
+        writer = ts.writable.getWriter()
+        self.ctx.waitUntil(writer.write(b"first"))
+        return Response(ts.readable)
+
+
+async def test_a_reset_fails_the_bodies_the_object_is_still_producing(
+    doemu_harness: HarnessFactory,
+) -> None:
+    h = await doemu_harness({"E": Endless})
+    response = await h.env.E.getByName("e").fetch("http://do/")
+    reader = response.body.getReader()
+    first = await asyncio.wait_for(reader.read(), 5)
+    assert bytes(first.value) == b"first"
+    pending = asyncio.ensure_future(reader.read())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not pending.done()
+    assert h.reset("E", "e", "simulated crash")
+    with pytest.raises(Exception, match="simulated crash"):
+        await asyncio.wait_for(pending, 5)  # an error, not a reader waiting forever

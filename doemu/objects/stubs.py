@@ -154,7 +154,7 @@ class DurableObjectStub:
         body = response._body
         if isinstance(body, ReadableStream):
             # The object stays in memory while a body it produces is still being read.
-            host.wait_until(core_of(body).drained())
+            host.wait_until(_held_while_read(host, core_of(body)))
         return response
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
@@ -210,6 +210,17 @@ async def _invoke(host: ObjectHost, kind: str, fn: Callable[[Any], Any]) -> Any:
     task = asyncio.ensure_future(host.call(kind, fn))
     host.track(task)
     return await asyncio.shield(task)
+
+
+async def _held_while_read(host: Any, core: Any) -> None:
+    """Wait for the body to be read; if the object is reset first, the body fails with the
+    reset's error (as workerd's does), so its reader is not left waiting forever."""
+    try:
+        await core.drained()
+    except asyncio.CancelledError:
+        reason = host.last_reset
+        core.fail(reason if reason is not None else ObjectResetError("the object was reset"))
+        raise
 
 
 def _gate_caller() -> asyncio.Future[None] | None:
