@@ -114,8 +114,12 @@ def check_run_events(events: list[bytes], deltas: int, first_sequence: int, what
 
 def check_identical(reference: list[bytes], events: list[bytes], what: str) -> None:
     if events != reference:
-        at = next((i for i, (a, b) in enumerate(zip(reference, events, strict=False)) if a != b), 0)
-        raise CheckError(f"{what}: its events differ from the first client's from event {at}")
+        pairs = enumerate(zip(reference, events, strict=False))
+        at = next((i for i, (a, b) in pairs if a != b), min(len(reference), len(events)))
+        raise CheckError(
+            f"{what}: {len(events)} events, which differ from the first client's "
+            f"{len(reference)} from event {at}"
+        )
 
 
 class ServerRun:
