@@ -415,6 +415,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         run.stop()
     out["meta"]["loadavg_end"] = _loadavg()
     out["meta"]["total_s"] = round(time.perf_counter() - t0, 1)
+    # the conditions of these rows, kept apart from meta (which a merge keeps from the first
+    # invocation of the run only)
+    out["server_conditions"] = {
+        k: out["meta"][k] for k in ("durability", "started", "loadavg_start", "loadavg_end")
+    }
     return out
 
 
