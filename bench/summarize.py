@@ -845,11 +845,10 @@ def _server(s: dict[str, Any]) -> str:
             )
     if loads:
         out.append(
-            "Load average (1, 5, 15 min) at the start and end of each invocation: "
-            + "; ".join(loads)
-            + ".\n"
+            "Load average (1, 5, 15 min; it counts this benchmark's own server, provider and "
+            "client) at the start and end of each invocation: " + "; ".join(loads) + "."
         )
-    return "\n".join(out) + "\n"
+    return "\n".join(out).rstrip() + "\n"
 
 
 def _equal(s: dict[str, Any], env: dict[str, Any]) -> str:
