@@ -106,7 +106,9 @@ def check_run_events(events: list[bytes], deltas: int, first_sequence: int, what
         else:
             want = {"type": "run_completed", "output": output}
         if any(chunk.get(k) != v for k, v in want.items()):
-            raise CheckError(f"{what}: chunk {sequence} is {chunk}, expected {want}")
+            raise CheckError(
+                f"{what}: chunk {sequence} is {str(chunk)[:300]}, expected {str(want)[:300]}"
+            )
     end = json.loads(events[-1])
     if end != {"type": "end", "finalOutput": output}:
         raise CheckError(f"{what}: the terminal event is {str(end)[:200]}, expected end")
