@@ -14,8 +14,9 @@
 # workerd's), BENCH_WORK (scratch dir for persist dirs, default ${TMPDIR:-/tmp}/doemu-bench),
 # BENCH_LOAD_ARGS and BENCH_SHARED_ARGS (extra bench/load.py and shared load.py options, e.g.
 # '--rss-marks 200,1000' for a quick try; not for real numbers), BENCH_CHAT_ARGS (extra
-# bench/chatload.py options), BENCH_PHASES (abcdefghi: which phases run; i is the chat rows, so
-# `BENCH_PHASES=i BENCH_MICRO_RUNS=0 BENCH_PROFILE=0 bash bench/run.sh` runs only those).
+# bench/chatload.py options), BENCH_SERVER_ARGS (extra bench/serverload.py options), BENCH_PHASES
+# (abcdefghij: which phases run; i is the chat rows, j the agent-server rows, so
+# `BENCH_PHASES=i BENCH_MICRO_RUNS=0 BENCH_PROFILE=0 bash bench/run.sh` runs only the chat rows).
 # `bash bench/run.sh --summarize` only rewrites BENCHMARKS.md from bench/results/.
 set -euo pipefail
 
@@ -38,7 +39,7 @@ STARTUP_ALARMS="${BENCH_STARTUP_ALARMS:-10000}"
 PROFILE="${BENCH_PROFILE:-1}"
 CROSSCHECK="${BENCH_CROSSCHECK:-$RUNS}"
 EQUAL_IDLE="${BENCH_EQUAL_IDLE:-10}"
-RUN_PHASES="${BENCH_PHASES:-abcdefghi}"
+RUN_PHASES="${BENCH_PHASES:-abcdefghij}"
 WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
 
@@ -66,7 +67,10 @@ fi
 if ! command -v npm >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -qq nodejs npm >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nodejs npm >/dev/null 2>&1; } || true
 fi
-(cd bench/peer && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# workerd serves phases a-i (phase j, the agent-server rows, is doemu only)
+if [[ "$RUN_PHASES" == *[a-i]* ]]; then
+  (cd bench/peer && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 # The chat peer: Cloudflare's AIChatAgent and the AI SDK (pinned), bundled for workerd.
 if [[ "$RUN_PHASES" == *i* ]]; then
   (cd bench/peer-chat && npm ci --no-audit --no-fund --loglevel=error >/dev/null && ./build.sh)
@@ -115,13 +119,21 @@ workerd_cmd() { echo "exec $repo/bench/peer/serve.sh $1 $2"; }
 # argument (doemu: [vars] PROVIDER_URL; workerd: the PROVIDER_URL environment binding).
 doemu_chat_cmd() { echo "exec $repo/bench/app/chat/serve.sh $1 $2 $3 --durability power"; }
 workerd_chat_cmd() { echo "exec $repo/bench/peer-chat/serve.sh $1 $2 $3"; }
+# The agent-server rows' server (phase j, doemu only): bench/app/server, the fake provider's URL
+# as the third argument (env.OPENAI_BASE_URL through --var), at each durability level.
+doemu_server_at() {  # port, state, provider url, durability
+  echo "exec $repo/.venv/bin/doemu dev --config $repo/bench/app/server/wrangler.toml --port $1 --persist-to $2 --log-level warning --durability $4 --var OPENAI_BASE_URL:$3 --var OPENAI_API_KEY:bench"
+}
+doemu_server_cmd() { doemu_server_at "$1" "$2" "$3" power; }
+doemu_process_server_cmd() { doemu_server_at "$1" "$2" "$3" process; }
 
 # What each variant runs: doemu (power) and workerd every phase; doemu at process durability the
 # phases that write (b incr, c cold first request, d alarms, f new objects and RSS); doemu with
 # workerd's eviction policy (idle objects evicted after EQUAL_IDLE s, no lower live cap) phase f;
 # phase i (the chat rows, bench/chatload.py) doemu at power and workerd, each with its own chat
-# server (bench/app/chat, bench/peer-chat) and a fresh fake provider.
-declare -A PHASES=([doemu]=abcdefghi [workerd]=abcdefghi [doemu_process]=bcdf [doemu_equal]=f)
+# server (bench/app/chat, bench/peer-chat) and a fresh fake provider; phase j (the agent-server
+# rows, bench/serverload.py) doemu only, at both durability levels, each with a fresh provider.
+declare -A PHASES=([doemu]=abcdefghij [workerd]=abcdefghi [doemu_process]=bcdfj [doemu_equal]=f)
 VARIANTS=(doemu workerd doemu_process doemu_equal)
 
 load_run() {  # label, index, phase(s): one invocation = one fresh server on fresh state
@@ -149,6 +161,19 @@ chat_run() {  # label, index: the chat rows against one fresh chat server and fr
     $([ "$i" = 1 ] && echo --frames-log "$RESULTS/$label-chat-frames.json") > /dev/null
 }
 
+server_run() {  # label, index: the agent-server rows against one fresh doemu and fresh provider
+  local label="$1" i="$2" port pport state
+  port="$(free_port)"
+  pport="$(free_port)"
+  while [ "$pport" = "$port" ]; do pport="$(free_port)"; done
+  state="$WORK/state-$label-$i-j"
+  rm -rf "$state"
+  # shellcheck disable=SC2086
+  logged "$BPY" bench/serverload.py --label "$label" --port "$port" --provider-port "$pport" \
+    ${BENCH_SERVER_ARGS:-} --server-cmd "$("${label}_server_cmd" "$port" "$state" "http://127.0.0.1:$pport/v1")" \
+    --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" --merge > /dev/null
+}
+
 shared="$repo/../shared/bench/load.py"
 [ -f "$shared" ] || CROSSCHECK=0
 shared_run() {  # label, index, phase: the shared harness, one phase against one fresh server
@@ -167,12 +192,16 @@ shared_run() {  # label, index, phase: the shared harness, one phase against one
 # the shared harness's runs of that phase follow in the cross-check rounds.
 for i in $(seq 1 "$RUNS"); do
   order=("${VARIANTS[@]:$(( (i - 1) % ${#VARIANTS[@]} ))}" "${VARIANTS[@]:0:$(( (i - 1) % ${#VARIANTS[@]} ))}")
-  for phase in a b c d e f g h i; do
+  for phase in a b c d e f g h i j; do
     [[ "$RUN_PHASES" == *"$phase"* ]] || continue
     say "run $i/$RUNS, phase $phase"
     for label in "${order[@]}"; do
       if [[ "${PHASES[$label]}" != *"$phase"* ]]; then continue; fi
-      if [ "$phase" = i ]; then chat_run "$label" "$i"; else load_run "$label" "$i" "$phase"; fi
+      case "$phase" in
+        i) chat_run "$label" "$i" ;;
+        j) server_run "$label" "$i" ;;
+        *) load_run "$label" "$i" "$phase" ;;
+      esac
     done
     if [ "$i" -le "$CROSSCHECK" ] && [[ abcdefg == *"$phase"* ]]; then
       cc_order=(doemu workerd)

@@ -9,6 +9,8 @@ Inputs (bench/results/): ``doemu-N.json`` (doemu at power durability), ``doemu_p
 policy) and ``workerd-N.json`` (bench/load.py); ``micro-N.json`` and ``micro_process-N.json``
 (bench/micro.py); ``env.json`` and ``commands.txt`` (bench/run.sh); ``profiles/summary.json``
 (bench/profile_misses.py); ``crosscheck.json`` (bench/crosscheck.py); targets in targets.py.
+The chat rows (bench/chatload.py) are in ``doemu-N.json`` and ``workerd-N.json``, the agent-server
+rows (bench/serverload.py, doemu only) in ``doemu-N.json`` and ``doemu_process-N.json``.
 """
 
 from __future__ import annotations
@@ -166,6 +168,137 @@ CHAT_ROWS: list[tuple[str, str, str, str, str, int]] = [
         "down",
         1,
     ),
+]
+
+# The agent-server rows (phase j, bench/serverload.py, merged into doemu-N.json and
+# doemu_process-N.json): agents.server sessions on doemu at both durability levels; no workerd
+# column (the seed's server is not in the JavaScript peer). The labels name the run's parameters
+# ({clients}, {deltas}, … from the results, see _server_params).
+SERVER_ROWS: list[tuple[str, str, str, str, str, int]] = [
+    (
+        "srv_fanout",
+        "fan-out: one run of {deltas} deltas ({chunks} chunks) to {clients} SSE clients, "
+        "chunks/s in total",
+        "server_fanout.total_chunks_per_s",
+        "chunks/s",
+        "up",
+        0,
+    ),
+    (
+        "srv_fanout_client",
+        "  per client (median client)",
+        "server_fanout.per_client_chunks_per_s",
+        "chunks/s",
+        "up",
+        0,
+    ),
+    (
+        "srv_fanout_slowest",
+        "  per client (slowest client)",
+        "server_fanout.slowest_client_chunks_per_s",
+        "chunks/s",
+        "up",
+        0,
+    ),
+    (
+        "srv_run",
+        "  run: start request sent to the last client's end event",
+        "server_fanout.run_ms.p50_ms",
+        "ms",
+        "down",
+        0,
+    ),
+    (
+        "srv_first_chunk",
+        "  first chunk (run_started) after the start request, median client",
+        "server_fanout.first_chunk_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "srv_first_delta",
+        "  first text_delta after the start request, median client",
+        "server_fanout.first_delta_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    ("srv_cpu", "  server CPU per run", "server_fanout.server_cpu_s_per_run", "s", "down", 2),
+    (
+        "srv_one_client",
+        "  contrast: one run of {replay_deltas} deltas to 1 SSE client",
+        "server_replay.build_chunks_per_s",
+        "chunks/s",
+        "up",
+        0,
+    ),
+    (
+        "srv_provider",
+        "  the provider alone, {deltas} deltas read straight from it",
+        "server_fanout.provider_alone_deltas_per_s",
+        "deltas/s",
+        "up",
+        0,
+    ),
+    (
+        "srv_provider_cpu",
+        "  provider CPU per fan-out run",
+        "server_fanout.provider_cpu_s_per_run",
+        "s",
+        "down",
+        3,
+    ),
+    (
+        "srv_replay",
+        "replay of {replay} chunks over SSE from fromSequence=0: connect to the end event, p50",
+        "server_replay.sse_to_end_ms.p50_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "srv_replay_first",
+        "  connect to the first replayed chunk, p50",
+        "server_replay.sse_to_first_chunk_ms.p50_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "srv_replay_cpu",
+        "  server CPU per replay",
+        "server_replay.sse_server_cpu_s",
+        "s",
+        "down",
+        3,
+    ),
+    (
+        "srv_history",
+        "  the same {replay} chunks as /history pages of {limit} ({pages} requests), p50",
+        "server_replay.history_ms.p50_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "srv_history_parse",
+        "    of which the client's JSON parsing of the pages",
+        "server_replay.history_parse_ms",
+        "ms",
+        "down",
+        1,
+    ),
+]
+
+SERVER_CHECKS: list[tuple[str, str]] = [
+    (
+        "every client received every chunk once, in order, gap-free, byte-identical, then `end`",
+        "server_fanout.every_client_every_chunk_in_order",
+    ),
+    ("chunks each client received per run", "server_fanout.chunks_per_client"),
+    ("chunks per replay", "server_replay.replayed_per_read"),
+    ("SSE replay and /history pages hold the same chunks", "server_replay.replay_equals_history"),
 ]
 
 # Phase f at equal eviction policy: doemu_equal-N.json (doemu, power, evicting objects idle for
@@ -331,6 +464,19 @@ def compute(results: Path) -> dict[str, Any]:
             "workerd_runs": [get(r, path) for r in workerd],
             "shared": shared.get(rid),
         }
+    server_params = _server_params(doemu + runs["doemu_process"])
+    for rid, label, path, unit, better, digits in SERVER_ROWS:
+        rows[rid] = {
+            "label": label.format(**server_params),
+            "unit": unit,
+            "better": better,
+            "digits": digits,
+            "doemu": median(doemu, path),
+            "doemu_process": median(runs["doemu_process"], path),
+            "doemu_runs": [get(r, path) for r in doemu],
+            "doemu_process_runs": [get(r, path) for r in runs["doemu_process"]],
+            "workerd_runs": [],
+        }
     for rid, label, path, unit, better, digits in EQUAL_ROWS:
         d, w = median(runs["doemu_equal"], path), median(workerd, path)
         rows[rid] = {
@@ -396,11 +542,39 @@ def compute(results: Path) -> dict[str, Any]:
         "targets": targets,
         "checks": checks,
         "misses": [t["row"] for t in targets if t["met"] is False],
+        "server_checks": [
+            {
+                "label": label,
+                "doemu": [get(r, path) for r in doemu],
+                "doemu_process": [get(r, path) for r in runs["doemu_process"]],
+            }
+            for label, path in SERVER_CHECKS
+        ],
+        "server_conditions": {
+            v: [r.get("server_conditions") for r in runs[v] if r.get("server_conditions")]
+            for v in ("doemu", "doemu_process")
+        },
         "cross": cross,
         "doemu_meta": [r.get("meta", {}) for r in doemu],
         "equal_cmd": next(
             (r.get("meta", {}).get("server_cmd", "") for r in runs["doemu_equal"]), ""
         ),
+    }
+
+
+def _server_params(results: list[dict[str, Any]]) -> dict[str, str]:
+    """The agent-server rows' parameters, as the first run that has them measured them."""
+    fan = next((r["server_fanout"] for r in results if r.get("server_fanout")), {})
+    rep = next((r["server_replay"] for r in results if r.get("server_replay")), {})
+    replay = rep.get("stream_chunks")
+    return {
+        "clients": fmt(fan.get("clients"), 0),
+        "deltas": fmt(fan.get("deltas_per_run"), 0),
+        "chunks": fmt(fan.get("chunks_per_run"), 0),
+        "replay": fmt(replay, 0),
+        "replay_deltas": fmt(replay - 3 if replay else None, 0),
+        "limit": fmt(rep.get("history_limit"), 0),
+        "pages": ", ".join(fmt(p, 0) for p in rep.get("history_pages") or []) or "n/a",
     }
 
 
@@ -533,6 +707,7 @@ def render(results: Path, s: dict[str, Any]) -> str:
         w(f"| {c['label']} | {' | '.join(cells)} | {', '.join(fmt(v) for v in c['workerd'])} |")
     w("")
     w(_chat(s))
+    w(_server(s))
     w(_equal(s, env))
     w("## doemu micro-benchmarks (medians)\n")
     w(
@@ -605,6 +780,75 @@ def _chat(s: dict[str, Any]) -> str:
             f"{runs[1]} |"
         )
     return "\n".join(out) + "\n"
+
+
+def _server(s: dict[str, Any]) -> str:
+    """The agent-server rows: agents.server on doemu at both durability levels, every run."""
+    rows = s["rows"]
+    if all(
+        rows[rid]["doemu"] is None and rows[rid]["doemu_process"] is None for rid, *_ in SERVER_ROWS
+    ):
+        return ""
+    out = ["## Agent-server rows (medians, doemu only)\n"]
+    out.append(
+        "`agents.server` (`create_agent_server`, `bench/app/server`): one Durable Object per "
+        "session running the agent loop, every chunk stored with a gap-free sequence before it "
+        "is streamed. The agent's model is the local fake OpenAI-compatible provider "
+        "(`bench/fakeprovider.py`, one write per delta), reached over loopback through "
+        "`env.OPENAI_BASE_URL`. Fan-out: SSE clients (`GET …/sse?fromSequence=0`) on a new "
+        "session, all connected before `POST …/start`; chunks/s = chunks received / time from "
+        "the start request to the terminal `end` event (per client: its own; in total: all "
+        "clients' chunks / the last client's); one unmeasured run, then the median of the "
+        "measured runs, each on a new session. Replay: a session whose stream holds the chunks "
+        "of one finished run, read by a new connection from `fromSequence=0` to the `end` event, "
+        "and the same chunks as `/history` pages on one new keep-alive connection; median of "
+        "the measured reads. Every stream is checked after its clock stops and a fault fails "
+        "the run (bench/README.md). There is no workerd column: the seed's agent server is not "
+        "part of the JavaScript peer, and the issue sets no target for these rows. "
+        "**doemu (power)** is `--durability power` (the default: every commit fsynced before "
+        "its output leaves), **doemu (process)** `--durability process`.\n"
+    )
+    out.append("| row | unit | doemu (power) | doemu (process) | power runs | process runs |")
+    out.append("|---|---|---:|---:|---|---|")
+    for rid, *_ in SERVER_ROWS:
+        row = rows[rid]
+        runs = [
+            ", ".join(fmt(v, row["digits"]) for v in row[f"{k}_runs"]) or "—"
+            for k in ("doemu", "doemu_process")
+        ]
+        out.append(
+            f"| {row['label'].strip()} | {row['unit']} | "
+            f"{_value_cell(row, 'doemu')} | {_value_cell(row, 'doemu_process')} | "
+            f"{runs[0]} | {runs[1]} |"
+        )
+    out.append("")
+    alone, client = rows["srv_provider"]["doemu"], rows["srv_fanout_client"]["doemu"]
+    pcpu, scpu = rows["srv_provider_cpu"]["doemu"], rows["srv_cpu"]["doemu"]
+    if alone and client and pcpu is not None and scpu:
+        out.append(
+            f"The provider is not what limits these rows: read alone it streams "
+            f"{fmt(alone, 0)} deltas/s, {alone / client:.0f}× the rate each client receives, and "
+            f"during a fan-out run it used {fmt(pcpu, 3)} s of CPU to the server's "
+            f"{fmt(scpu, 2)} s (power medians).\n"
+        )
+    out.append("| check | doemu (power) runs | doemu (process) runs |")
+    out.append("|---|---|---|")
+    for c in s["server_checks"]:
+        cells = [", ".join(fmt(v) for v in c[k]) or "—" for k in ("doemu", "doemu_process")]
+        out.append(f"| {c['label']} | {' | '.join(cells)} |")
+    out.append("")
+    loads = []
+    for variant, label in (("doemu", "power"), ("doemu_process", "process")):
+        for i, c in enumerate(s["server_conditions"][variant], 1):
+            loads.append(
+                f"{label} run {i} {c.get('loadavg_start', '?')} → {c.get('loadavg_end', '?')}"
+            )
+    if loads:
+        out.append(
+            "Load average (1, 5, 15 min; it counts this benchmark's own server, provider and "
+            "client) at the start and end of each invocation: " + "; ".join(loads) + "."
+        )
+    return "\n".join(out).rstrip() + "\n"
 
 
 def _equal(s: dict[str, Any], env: dict[str, Any]) -> str:
@@ -757,7 +1001,7 @@ def _notes(results: Path, s: dict[str, Any], env: dict[str, Any]) -> str:
         "start-up run three times at each durability level."
     )
     noisy = []
-    for rid, *_ in CONTRACT_ROWS + CHAT_ROWS:
+    for rid, *_ in CONTRACT_ROWS + CHAT_ROWS + SERVER_ROWS:
         row = s["rows"][rid]
         for server in ("doemu", "doemu_process", "workerd"):
             vals = [v for v in row[f"{server}_runs"] if isinstance(v, int | float) and v > 0]
