@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .base import (
-    Fetch,
     Finished,
     ModelCall,
     ProviderEvent,
@@ -27,12 +26,11 @@ from .base import (
     post_sse,
 )
 from .errors import ProviderStreamError
-from .keys import default_fetch, env_secret
+from .keys import HttpAdapter
 from .transcript import Item, Text, ToolCall, result_text
 
 __all__ = ["AnthropicMessages", "anthropic_messages"]
 
-_DEFAULT_BASE = "https://api.anthropic.com"
 _REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool-calls",
             "max_tokens": "length", "refusal": "content-filter"}  # fmt: skip
 
@@ -81,40 +79,22 @@ def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
             for t in tools]  # fmt: skip
 
 
-class AnthropicMessages:
+class AnthropicMessages(HttpAdapter):
     """An adapter for ``POST /v1/messages`` (streamed)."""
 
     name = "anthropic"
     strategy: Strategy = "prefill"
     honours_idempotency = False
+    default_base_url = "https://api.anthropic.com"
+    key_var = "ANTHROPIC_API_KEY"
+    base_url_var = "ANTHROPIC_BASE_URL"
 
     def __init__(
-        self,
-        *,
-        api_key: str,
-        model: str,
-        base_url: str = _DEFAULT_BASE,
-        max_tokens: int = 4096,
-        version: str = "2023-06-01",
-        fetch: Fetch | None = None,
+        self, *, max_tokens: int = 4096, version: str = "2023-06-01", **common: Any
     ) -> None:
-        self._key = api_key
-        self.model = model
-        self.base_url = base_url.rstrip("/")
+        super().__init__(**common)
         self.max_tokens = max_tokens
         self.version = version
-        self._fetch = fetch
-
-    @classmethod
-    def from_env(
-        cls, env: Any, *, model: str, key: str = "ANTHROPIC_API_KEY", **options: Any
-    ) -> AnthropicMessages:
-        """The key from the secret ``key`` of ``env`` (and ``ANTHROPIC_BASE_URL`` if set)."""
-        base = getattr(env, "ANTHROPIC_BASE_URL", None) or _DEFAULT_BASE
-        return cls(api_key=env_secret(env, key), model=model, base_url=str(base), **options)
-
-    def __repr__(self) -> str:  # never the key
-        return f"AnthropicMessages(model={self.model!r}, base_url={self.base_url!r})"
 
     async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
         messages, held = anthropic_messages(call.items)
@@ -126,8 +106,7 @@ class AnthropicMessages:
             body["tools"] = _tools(call.tools)
         headers = {"x-api-key": self._key, "anthropic-version": self.version,
                    "content-type": "application/json"}  # fmt: skip
-        fetch = self._fetch or default_fetch()
-        source = post_sse(fetch, self.name, f"{self.base_url}/v1/messages", headers, body)
+        source = post_sse(self.fetch, self.name, f"{self.base_url}/v1/messages", headers, body)
         blocks: dict[int, dict[str, Any]] = {}
         input_tokens = output_tokens = 0
         reason = "stop"

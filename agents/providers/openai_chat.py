@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .base import (
-    Fetch,
     Finished,
     ModelCall,
     ProviderEvent,
@@ -26,12 +25,11 @@ from .base import (
     post_sse,
 )
 from .errors import ProviderStreamError
-from .keys import default_fetch, env_secret
+from .keys import HttpAdapter
 from .transcript import Item, Text, ToolCall, result_text
 
 __all__ = ["CONTINUE_INSTRUCTION", "OpenAIChatCompletions", "chat_messages"]
 
-_DEFAULT_BASE = "https://api.openai.com/v1"
 _REASONS = {"stop": "stop", "tool_calls": "tool-calls", "function_call": "tool-calls",
             "length": "length", "content_filter": "content-filter"}  # fmt: skip
 CONTINUE_INSTRUCTION = (
@@ -74,39 +72,22 @@ def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
             for t in tools]  # fmt: skip
 
 
-class OpenAIChatCompletions:
-    """An adapter for ``POST {base_url}/chat/completions`` (streamed, usage included)."""
+class OpenAIChatCompletions(HttpAdapter):
+    """An adapter for ``POST {base_url}/chat/completions`` (streamed, usage included);
+    ``from_env(env, model=…, base_url_var="MY_GATEWAY_URL")`` for another endpoint."""
 
     name = "openai-chat"
     strategy: Strategy = "retry"
     honours_idempotency = False
+    default_base_url = "https://api.openai.com/v1"
+    key_var = "OPENAI_API_KEY"
+    base_url_var = "OPENAI_BASE_URL"
 
     def __init__(
-        self,
-        *,
-        api_key: str,
-        model: str,
-        base_url: str = _DEFAULT_BASE,
-        prefill_instruction: str | None = CONTINUE_INSTRUCTION,
-        fetch: Fetch | None = None,
+        self, *, prefill_instruction: str | None = CONTINUE_INSTRUCTION, **common: Any
     ) -> None:
-        self._key = api_key
-        self.model = model
-        self.base_url = base_url.rstrip("/")
+        super().__init__(**common)
         self.prefill_instruction = prefill_instruction
-        self._fetch = fetch
-
-    @classmethod
-    def from_env(
-        cls, env: Any, *, model: str, key: str = "OPENAI_API_KEY",
-        base_url_var: str = "OPENAI_BASE_URL", **options: Any,
-    ) -> OpenAIChatCompletions:  # fmt: skip
-        """The key from the secret ``key`` of ``env``, the base URL from ``base_url_var``."""
-        base = getattr(env, base_url_var, None) or _DEFAULT_BASE
-        return cls(api_key=env_secret(env, key), model=model, base_url=str(base), **options)
-
-    def __repr__(self) -> str:  # never the key
-        return f"OpenAIChatCompletions(model={self.model!r}, base_url={self.base_url!r})"
 
     async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
         body: dict[str, Any] = {
@@ -118,8 +99,7 @@ class OpenAIChatCompletions:
         if call.tools:
             body["tools"] = _tools(call.tools)
         headers = {"authorization": f"Bearer {self._key}", "content-type": "application/json"}
-        fetch = self._fetch or default_fetch()
-        source = post_sse(fetch, self.name, f"{self.base_url}/chat/completions", headers, body)
+        source = post_sse(self.fetch, self.name, f"{self.base_url}/chat/completions", headers, body)
         calls: dict[int, dict[str, str]] = {}
         reason, usage = "stop", None
         try:

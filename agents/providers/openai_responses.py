@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import quote
 
 from .base import (
-    Fetch,
     Finished,
     ModelCall,
     ProviderEvent,
@@ -29,12 +28,10 @@ from .base import (
     post_sse,
 )
 from .errors import ProviderStreamError
-from .keys import default_fetch, env_secret
+from .keys import HttpAdapter
 from .transcript import Item, Text, ToolCall, result_text
 
 __all__ = ["OpenAIResponses"]
-
-_DEFAULT_BASE = "https://api.openai.com/v1"
 
 
 def responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
@@ -75,44 +72,30 @@ def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-class OpenAIResponses:
+class OpenAIResponses(HttpAdapter):
     """An adapter for ``POST /v1/responses`` (background, streamed, stored)."""
 
     name = "openai-responses"
     strategy: Strategy = "retrieve"
     honours_idempotency = True
+    default_base_url = "https://api.openai.com/v1"
+    key_var = "OPENAI_API_KEY"
+    base_url_var = "OPENAI_BASE_URL"
 
     def __init__(
         self,
         *,
-        api_key: str,
-        model: str,
-        base_url: str = _DEFAULT_BASE,
         background: bool = True,
         max_output_tokens: int | None = None,
         options: Mapping[str, Any] | None = None,
-        fetch: Fetch | None = None,
+        **common: Any,
     ) -> None:
-        self._key = api_key
-        self.model = model
-        self.base_url = base_url.rstrip("/")
+        super().__init__(**common)
         self.background = background
         #: Only a background response outlives the connection: without it, ask again.
         self.strategy = "retrieve" if background else "retry"
         self.max_output_tokens = max_output_tokens
         self.options = dict(options or {})
-        self._fetch = fetch
-
-    @classmethod
-    def from_env(
-        cls, env: Any, *, model: str, key: str = "OPENAI_API_KEY", **options: Any
-    ) -> OpenAIResponses:
-        """The key from the secret ``key`` of ``env`` (and ``OPENAI_BASE_URL`` if set)."""
-        base = getattr(env, "OPENAI_BASE_URL", None) or _DEFAULT_BASE
-        return cls(api_key=env_secret(env, key), model=model, base_url=str(base), **options)
-
-    def __repr__(self) -> str:  # never the key
-        return f"OpenAIResponses(model={self.model!r}, base_url={self.base_url!r})"
 
     def _headers(self, call: ModelCall) -> dict[str, str]:
         headers = {"authorization": f"Bearer {self._key}", "content-type": "application/json"}
@@ -121,7 +104,7 @@ class OpenAIResponses:
         return headers
 
     def _events(self, call: ModelCall) -> AsyncGenerator[Any, None]:
-        fetch = self._fetch or default_fetch()
+        fetch = self.fetch
         if call.resume:
             response_id = quote(str(call.resume["responseId"]), safe="")
             after = int(call.resume.get("after", -1))

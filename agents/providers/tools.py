@@ -13,7 +13,7 @@ have executed; verify before retrying"), and an ``idempotent`` tool — one that
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .base import ToolSpec
@@ -48,14 +48,10 @@ ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
-class Tool:
-    """A tool: its model-facing spec, and ``execute`` unless the browser answers it."""
+class Tool(ToolSpec):
+    """A tool: its model-facing spec (name, description, JSON-schema parameters), and
+    ``execute`` unless the browser answers it."""
 
-    name: str
-    description: str = ""
-    parameters: Mapping[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
     execute: ToolFn | None = None
     #: ``execute`` passes ``ctx.idempotency_key`` to an upstream that collapses duplicates, so
     #: running it again after a kill is safe.
@@ -63,7 +59,7 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters)
+        return self
 
 
 @dataclass(frozen=True, slots=True)
