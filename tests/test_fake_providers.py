@@ -564,3 +564,92 @@ def test_counter_hold_next_answers_after_release() -> None:
         counter.release()
         caller.join(10)
         assert answers == [{"count": 1, "idempotency_key": None}]
+
+
+# -- a responder -----------------------------------------------------
+
+
+def _chat_text(client: openai.OpenAI, messages: Any, **extra: Any) -> tuple[str, list[Any]]:
+    """A streamed chat completion's text and its tool calls as ``(id, name, arguments)`` (the
+    SDK's own parser reads the stream)."""
+    stream = client.chat.completions.create(model="m", messages=messages, stream=True, **extra)
+    deltas = [chunk.choices[0].delta for chunk in stream if chunk.choices]
+    calls: dict[int, list[str]] = {}
+    for call in (call for delta in deltas for call in delta.tool_calls or ()):
+        seen = calls.setdefault(call.index, [call.id or "", "", ""])
+        seen[1] += (call.function and call.function.name) or ""
+        seen[2] += (call.function and call.function.arguments) or ""
+    text = "".join(delta.content or "" for delta in deltas)
+    return text, [(i, n, json.loads(a or "{}")) for i, n, a in calls.values()]
+
+
+def test_a_responder_answers_what_nothing_was_scripted_for_in_every_format() -> None:
+    asked: list[tuple[str, Any]] = []
+
+    def echo(api: str, body: dict[str, Any]) -> Reply | None:
+        asked.append((api, body))
+        body.clear()  # its own copy: what the fake recorded is untouched
+        return None if len(asked) == 2 else Reply(Text("echo ", api))
+
+    with (
+        FakeLLM(api_key=KEY, responder=echo) as llm,
+        openai.OpenAI(base_url=f"{llm.url}/v1", api_key=KEY, max_retries=0) as client,
+        anthropic.Anthropic(base_url=llm.url, api_key=KEY, max_retries=0) as claude,
+    ):
+        llm.script(Reply(Text("scripted")))
+        assert _chat_text(client, USER)[0] == "scripted"  # the script comes first
+        assert _chat_text(client, USER)[0] == "echo chat"
+        assert _chat_text(client, USER)[0] == "ok"  # None: the default reply
+        assert client.responses.create(model="m", input="hi").output_text == "echo responses"
+        reply = claude.messages.create(model="c", max_tokens=8, messages=USER)
+        assert reply.content[0].type == "text" and reply.content[0].text == "echo messages"
+        assert [api for api, _ in asked] == ["chat", "chat", "responses", "messages"]
+        assert llm.requests("chat")[1]["messages"] == USER
+        llm.responder = None
+        assert _chat_text(client, USER)[0] == "ok" and len(asked) == 4
+
+
+BOOM: Any = [{"role": "user", "content": "boom"}]
+
+
+def test_a_failing_responder_is_the_providers_500_and_the_server_goes_on() -> None:
+    def broken(api: str, body: dict[str, Any]) -> Reply | None:
+        if "boom" in json.dumps(body):
+            raise ValueError("no answer for boom")
+        return "not a reply"  # type: ignore[return-value]
+
+    with (
+        FakeLLM(api_key=KEY, responder=broken) as llm,
+        openai.OpenAI(base_url=f"{llm.url}/v1", api_key=KEY, max_retries=0) as client,
+    ):
+        with pytest.raises(openai.InternalServerError, match="ValueError: no answer for boom"):
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "boom"}]
+            )
+        with pytest.raises(openai.InternalServerError, match="returned str"):
+            client.chat.completions.create(model="m", messages=USER)
+        assert statuses(llm.stats) == ["failed", "failed"]
+        llm.script(Reply(Text("still here")))
+        assert _chat_text(client, USER)[0] == "still here"
+
+
+def test_concurrent_requests_each_get_their_own_body() -> None:
+    def echo(api: str, body: dict[str, Any]) -> Reply:
+        return Reply(Text(*body["messages"][-1]["content"].split()), delay_ms=5)
+
+    with (
+        FakeLLM(api_key=KEY, responder=echo) as llm,
+        openai.OpenAI(base_url=f"{llm.url}/v1", api_key=KEY, max_retries=0) as client,
+    ):
+        said = [f"caller{i} says {i}" for i in range(8)]
+        heard: dict[int, str] = {}
+
+        def call(i: int) -> None:
+            heard[i] = _chat_text(client, [{"role": "user", "content": said[i]}])[0]
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(said))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+        assert heard == {i: text.replace(" ", "") for i, text in enumerate(said)}
