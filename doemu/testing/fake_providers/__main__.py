@@ -14,7 +14,8 @@ about the last user message, streamed word by word ``DEMO_DELAY_MS`` apart — s
 the stream, reload the page, or kill the server mid-answer. A message that mentions "approve"
 asks the browser first (the ``approve`` client tool), "count" calls the ``word_count`` tool and
 "summar…" the ``summarize`` sub-agent, when the request offers those tools; once the tool's
-result is in the request the answer says what it was ("Approved: …" or "Not approved."). A run
+result is in the request the answer says what it was ("Approved: …" or "Not approved."). An
+agent offered no tools whose system prompt mentions summarizing answers "In short: …". A run
 continued after a crash (the adapter's "continue where it stopped" instruction after a partial
 answer) gets the rest of the same answer, so the transcript reads as one.
 """
@@ -194,6 +195,8 @@ def _after_tool(result: _Entry, question: str) -> str:
     if result.name == "word_count":
         counted = _args(result.text).get("words")
         return f"That message has {counted} words, by the word_count tool's count."
+    if result.name == "summarize":
+        return f"The summarizer says: {result.text}"
     return f"The {result.name} tool answered: {result.text}"
 
 
@@ -206,7 +209,7 @@ def _plan(conversation: _Conversation, entries: Sequence[_Entry]) -> Plan | None
     results = [e for e in entries[users[-1] + 1 :] if e.role == "result"]
     if results:
         return _after_tool(results[-1], question)
-    if "summar" in conversation.system.lower():  # the summarizer sub-agent itself
+    if not conversation.tools and "summar" in conversation.system.lower():  # a summarizer
         return f"In short: {_quoted(question, 8)}."
     lowered, tools = question.lower(), conversation.tools
     if "approve" in lowered and "approve" in tools:
