@@ -165,12 +165,15 @@ def test_approve_after_an_eviction_continues_the_run_and_reject_says_no(
     agent_page: AgentPage, server: DevServer
 ) -> None:
     """1. "approve the deploy": the model asks the ``approve`` client tool; the run suspends and
-    the page shows Approve/Reject.  2. The session's object is evicted (admin API) while it
-    waits.  3. Approve: the result is posted, the run continues in a fresh instance of the
-    object and the page follows it to "Approved: approve the deploy."  4. A second request in
-    the same session, rejected: "Not approved."."""
+    the page shows Approve/Reject, again after a reload.  2. The session's object is evicted
+    (admin API) while it waits.  3. Approve: the result is posted, the run continues in a fresh
+    instance of the object and the page follows it to "Approved: approve the deploy."
+    4. A second request in the same session, rejected: "Not approved."."""
     agent_page.open()
     agent_page.send("approve the deploy")
+    expect(agent_page.status).to_have_text("waiting for your approval")
+    expect(agent_page.page.locator("#approvals")).to_contain_text("Approve: approve the deploy?")
+    agent_page.page.reload()  # the question is the session's, not the page's: it is asked again
     expect(agent_page.status).to_have_text("waiting for your approval")
     expect(agent_page.page.locator("#approvals")).to_contain_text("Approve: approve the deploy?")
     name = quote(f"session:{agent_page.session_id}", safe="")
