@@ -7,6 +7,8 @@ are scripted per generation (:class:`~.script.Reply`), and keep the books a test
 
 The server runs on 127.0.0.1 in a daemon thread of the test process, so it outlives any
 ``doemu dev`` subprocess that calls it: kill and restart that as often as the test needs.
+``python -m doemu.testing.fake_providers`` serves one in the foreground instead (see its
+``--help``), for running an example by hand with no API key.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from .anthropic import messages_route
 from .gate import apoll, poll
 from .openai_chat import chat_route
 from .openai_responses import ResponsesApi
 from .relay import quiet_stream_cuts
-from .script import Api, Reply, Stats
+from .script import Api, Reply, Responder, Stats
 from .server import LoopbackServer, Served
 from .state import Ledger
 
@@ -35,20 +38,22 @@ class FakeLLM(Served):
     ``url`` is ``http://127.0.0.1:PORT``: OpenAI clients use ``base_url=f"{llm.url}/v1"``,
     Anthropic clients ``base_url=llm.url``; both with ``api_key`` (any other key gets the
     provider's 401). ``with FakeLLM() as llm`` starts and stops it (or ``start()``/``close()``).
+
+    ``responder(api, request_body) -> Reply | None`` answers the generations nothing was scripted
+    for (see :data:`~.script.Responder`); scripted replies still come first.
     """
 
-    def __init__(self, api_key: str = "test-key") -> None:
+    def __init__(self, api_key: str = "test-key", *, responder: Responder | None = None) -> None:
         self.api_key = api_key
-        self._ledger = Ledger(api_key)
+        self._ledger = Ledger(api_key, responder=responder)
         self._responses = ResponsesApi(self._ledger)
         routes = [
             *self._responses.routes(),
             chat_route(self._ledger),
             messages_route(self._ledger),
         ]
-        self._server = LoopbackServer(
-            Starlette(routes=routes), name="fake-llm", on_stop=self._responses.forget
-        )
+        self._app = Starlette(routes=routes)
+        self._server = LoopbackServer(self._app, name="fake-llm", on_stop=self._responses.forget)
 
     def _starting(self) -> None:
         quiet_stream_cuts()
@@ -61,6 +66,22 @@ class FakeLLM(Served):
     def script(self, *replies: Reply) -> None:
         """Queue replies (FIFO): each new generation takes the next; then ``Reply(Text("ok"))``."""
         self._ledger.script(replies)
+
+    @property
+    def responder(self) -> Responder | None:
+        """What answers when the queue is empty; settable (``None``: :data:`DEFAULT_REPLY`).
+        :meth:`reset` keeps it: it is configuration, not state."""
+        return self._ledger.responder
+
+    @responder.setter
+    def responder(self, responder: Responder | None) -> None:
+        self._ledger.responder = responder
+
+    @property
+    def app(self) -> ASGIApp:
+        """The ASGI app itself, to serve on an address of your choosing (the CLI does: the
+        loopback thread of :meth:`start` always takes a free port of 127.0.0.1)."""
+        return self._app
 
     @property
     def queued(self) -> int:

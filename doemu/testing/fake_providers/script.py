@@ -10,6 +10,10 @@ A reply is a sequence of *deltas*: each chunk of a :class:`Text` is one text del
 starts once the ``k``-th delta has been sent (``k=0``: before the first). ``delay_ms`` is waited
 between two deltas. Every delta is one billed output token (see :mod:`.tokens`).
 
+When the queue is empty, a :data:`Responder` (``FakeLLM(responder=fn)``) may compute the reply
+from the request instead: a fake that answers what it is asked, for demos and for tests whose
+conversation is too long to script in advance.
+
 :class:`Generation` and :class:`Stats` are the read side: snapshots of what the fake served and
 billed, taken under its lock, so a test thread can read them while the server thread writes.
 """
@@ -17,7 +21,7 @@ billed, taken under its lock, so a test thread can read them while the server th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,6 +33,7 @@ __all__ = [
     "GenerationStatus",
     "Item",
     "Reply",
+    "Responder",
     "Stats",
     "Text",
     "ToolUse",
@@ -127,7 +132,13 @@ class Reply:
 
 
 DEFAULT_REPLY = Reply(Text("ok"))
-"""What a generation says when nothing is scripted."""
+"""What a generation says when nothing is scripted (and no responder answers)."""
+
+Responder = Callable[[Api, dict[str, Any]], Reply | None]
+"""``fn(api, request_body) -> Reply | None``: the reply of a generation nothing was scripted for,
+computed from the request (its wire format ``api`` and its parsed JSON body); ``None`` leaves it to
+:data:`DEFAULT_REPLY`. It runs on the fake's event loop, so it must not block; an exception it
+raises is answered as the provider's HTTP 500 (the client sees the failure, the test goes on)."""
 
 
 @dataclass(frozen=True)

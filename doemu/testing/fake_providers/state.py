@@ -3,13 +3,22 @@
 The three API modules write here from the server's loop; the test reads snapshots
 (:meth:`Ledger.stats`) from its own thread. One lock guards it all, held only for plain
 bookkeeping (never across an ``await``), so neither side ever waits on the other for long.
+
+A generation's reply is the next scripted one; with the queue empty, the ledger's
+:data:`~.script.Responder` (if any) computes it from the request. The code that asks for a reply
+(:func:`~.intake.begin`) is handed no request, so the body travels in a context variable set when
+it is received: each request runs in its own task, so concurrent generations never see each
+other's bodies.
 """
 
 from __future__ import annotations
 
+import copy
+import logging
 import threading
 from collections import Counter, deque
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +31,19 @@ from .script import (
     GenerationStatus,
     Item,
     Reply,
+    Responder,
     Stats,
     Text,
 )
 
 __all__ = ["Ledger", "Record"]
+
+_log = logging.getLogger("doemu.testing.fake_providers")
+
+#: The request the current task is answering: ``(api, body)``, set by :meth:`Ledger.received`.
+_REQUEST: ContextVar[tuple[Api, dict[str, Any]] | None] = ContextVar(
+    "doemu_fake_llm_request", default=None
+)
 
 
 @dataclass
@@ -62,6 +79,8 @@ class Ledger:
     """Everything a :class:`~.FakeLLM` knows, behind one lock."""
 
     api_key: str
+    #: Asked for the reply of a generation when nothing is scripted (``None``: the default).
+    responder: Responder | None = None
     gate: Gate = field(default_factory=Gate)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _queue: deque[Reply] = field(default_factory=deque)
@@ -112,14 +131,22 @@ class Ledger:
             self._counts[route] += 1
 
     def received(self, api: Api, body: dict[str, Any]) -> None:
-        """A request body parsed as JSON."""
+        """A request body parsed as JSON (kept for :meth:`next_reply` in this request's task)."""
         with self._lock:
             self._bodies.setdefault(api, []).append(body)
+        _REQUEST.set((api, body))
 
     def next_reply(self) -> Reply:
-        """The reply for a new generation: the next scripted one, or :data:`DEFAULT_REPLY`."""
+        """The reply for a new generation: the next scripted one, else the responder's for this
+        request, else :data:`DEFAULT_REPLY`."""
         with self._lock:
-            return self._queue.popleft() if self._queue else DEFAULT_REPLY
+            if self._queue:
+                return self._queue.popleft()
+            responder = self.responder
+        request = _REQUEST.get()
+        if responder is None or request is None:
+            return DEFAULT_REPLY
+        return _respond(responder, *request)
 
     def start(self, record: Record, input_tokens: int) -> Record:
         """A generation starts: it is billed its input tokens."""
@@ -145,3 +172,21 @@ class Ledger:
     def finish(self, record: Record, status: GenerationStatus) -> None:
         with self._lock:
             record.status = status
+
+
+def _respond(responder: Responder, api: Api, body: dict[str, Any]) -> Reply:
+    """Ask ``responder`` (outside the lock: it is the test's code) with a copy of the body, so
+    what :meth:`Ledger.requests` recorded stays what was sent. A responder that raises, or
+    answers something that is not a reply, fails this generation with the provider's HTTP 500
+    (logged with its traceback) instead of breaking the server."""
+    try:
+        reply = responder(api, copy.deepcopy(body))
+    except Exception as exc:
+        _log.exception("the fake LLM's responder failed on a %s request", api)
+        return Reply(fail=(500, f"the fake LLM's responder failed: {type(exc).__name__}: {exc}"))
+    if reply is None:
+        return DEFAULT_REPLY
+    if not isinstance(reply, Reply):
+        _log.error("the fake LLM's responder returned %r, not a Reply or None", reply)
+        return Reply(fail=(500, f"the fake LLM's responder returned {type(reply).__name__}"))
+    return reply
