@@ -461,3 +461,22 @@ async def test_auto_resume_continues_a_crashed_run_with_no_request(
 
 async def _deltas(s: Session, n: int) -> bool:
     return sum(c["chunk"]["type"] == "text_delta" for c in await s.history()) >= n
+
+
+async def test_a_snapshot_mid_run_holds_the_answer_so_far(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(Text("one ", "two ", "three ", "four"), hold_after=2))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "snap")
+    await s.start("go")
+    await llm.await_held(timeout=10)
+    await eventually(lambda: _deltas(s, 2), what="two words stored")
+    _, snapshot = await s.call("/snapshot")
+    shown = "".join(p.get("text", "") for p in snapshot["messages"][-1]["parts"]
+                    if p["type"] == "text")  # fmt: skip
+    assert snapshot["messages"][-1]["role"] == "assistant" and shown == "one two "
+    later = (await s.call(f"/history?fromSequence={snapshot['streamSequence'] + 1}"))[1]
+    assert later["chunks"] == []  # nothing stored that the snapshot does not show
+    llm.release()
+    await s.wait("completed")

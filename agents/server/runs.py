@@ -290,14 +290,21 @@ def status_of(server: AgentServer) -> dict[str, Any]:
 
 
 def snapshot_of(server: AgentServer) -> dict[str, Any]:
+    """What a page needs on reload: the messages — with the answer still being written, as far
+    as ``streamSequence`` goes — so it renders them and reads on from ``streamSequence + 1``."""
     record = server.session
     status = {"active": "active", "completed": "ended", "failed": "failed"}.get(
         record.status, "paused"
     )
-    last = server.messages[-1] if server.messages else None
+    messages = server.messages
+    last = messages[-1] if messages else None
+    streaming = server._chat_runner.streaming_message
+    if streaming is not None:  # the answer being written counts in streamSequence: include it
+        partial = copy.deepcopy(dict(streaming))
+        messages = [m for m in messages if m.get("id") != partial.get("id")] + [partial]
     snapshot: dict[str, Any] = {
         "runId": record.run_id,
-        "messages": server.messages,
+        "messages": messages,
         "state": None,
         "streamSequence": server.stream.latest_sequence,
         "status": status,
