@@ -480,3 +480,32 @@ async def test_a_snapshot_mid_run_holds_the_answer_so_far(
     assert later["chunks"] == []  # nothing stored that the snapshot does not show
     llm.release()
     await s.wait("completed")
+
+
+async def test_last_message_wins_when_before_start_aborts_the_run_in_progress(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    async def last_wins(ctx: Any) -> None:
+        if ctx["execution_state"].is_executing:
+            await ctx["execution_state"].abort("superseded")
+
+    Superseding = create_agent_server(
+        agents=registry(),
+        llm_adapter=llm_adapter,
+        hooks=ServerHooks(before_start=last_wins),
+        name="Superseding",
+    )
+    h = await doemu_harness(
+        {"AGENTS": Superseding}, vars={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": f"{llm.url}/v1"}
+    )
+    s = Session(h, "lmw")
+    llm.script(Reply(Text("a ", "b"), stall_after=1))
+    llm.script(Reply(Text("second ", "answer")))
+    await s.start("first")
+    await eventually(lambda: _has_delta(s), what="the first run streaming")
+    started = await s.start("second")
+    assert started["status"] == "started"
+    done = await s.wait("completed")
+    assert done["output"] == "second answer"
+    kinds = [c["chunk"]["type"] for c in await s.history()]
+    assert kinds.count("run_failed") == 1 and kinds.count("run_completed") == 1

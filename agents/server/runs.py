@@ -9,6 +9,7 @@ requests, so whatever advances a run must be started by the request that makes i
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import secrets
 from collections.abc import Mapping
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["resume_run", "start_run", "submit_tool_result"]
 
+#: How long a /start waits for a run its before_start hook stopped.
+_SUPERSEDE_WAIT_S = 60.0
 _RESUMABLE = frozenset(
     {
         "interrupted",
@@ -82,6 +85,13 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
     )
     if isinstance(hook, AbortResult):
         return hook
+    if server.is_executing and server.stop_requested:
+        # The hook stopped the run in progress ("last message wins"): start once it has ended.
+        server.run_settled.clear()
+        try:
+            await asyncio.wait_for(server.run_settled.wait(), _SUPERSEDE_WAIT_S)
+        except TimeoutError:
+            pass  # still running: refused below
     if server.is_executing or server.session.status == "active":
         raise _conflict(
             "a run is in progress on this session: interrupt or abort it first",

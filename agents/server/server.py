@@ -73,6 +73,8 @@ class AgentServer(AIChatAgent):
         self._interrupt_wanted: str | None = None
         self._abort_reason: str | None = None
         self._interrupt_observed = asyncio.Event()
+        #: Set whenever a run's turn has been settled (``on_chat_response`` ran).
+        self.run_settled = asyncio.Event()
 
     @staticmethod
     def _sql_of(ctx: Any) -> Callable[..., list[dict[str, Any]]]:
@@ -185,6 +187,11 @@ class AgentServer(AIChatAgent):
         self.sessions.update(interrupt_reason=None)
         self._interrupt_observed.set()
 
+    @property
+    def stop_requested(self) -> bool:
+        """Whether an interrupt or abort of the running turn was asked for."""
+        return bool(self._interrupt_wanted or self._interrupt_seen or self._abort_reason)
+
     def _stop_requested(self) -> bool:
         if self._interrupt_seen is None and (
             self._interrupt_wanted or self.session.interrupt_reason
@@ -202,6 +209,13 @@ class AgentServer(AIChatAgent):
         return True
 
     async def on_chat_response(self, result: Mapping[str, Any]) -> None:
+        try:
+            await self._settle_run(result)
+        finally:
+            self.run_settled.set()
+
+    async def _settle_run(self, result: Mapping[str, Any]) -> None:
+        """The run's turn ended: its status, its stream's end (or pause), the hooks."""
         status = result.get("status")
         if status in ("skipped", "recovering"):
             return
