@@ -303,11 +303,13 @@ class SessionStream:
         while True:
             upto = reader.end[0] if reader.end is not None else None
             rows = self._rows(reader.next_sequence, self.REPLAY_PAGE, upto)
-            for row in rows:
-                sequence = int(row["sequence"])
-                if not self._write(reader, self._sse_bytes(_chunk_event(sequence, row["chunk"]))):
+            if rows:  # one write per page: a replay costs per page, not per chunk
+                page = "".join(
+                    f"data: {_chunk_event(int(row['sequence']), row['chunk'])}\n\n" for row in rows
+                )
+                if not self._write(reader, self._encoder.encode(page)):
                     return
-                reader.next_sequence = sequence + 1
+                reader.next_sequence = int(rows[-1]["sequence"]) + 1
             if len(rows) < self.REPLAY_PAGE:
                 break  # caught up; no await since the read, so nothing was appended since
             await reader.writer.ready  # back-pressure: the client takes a page at its pace
