@@ -52,7 +52,7 @@ from .recovery import (
     recovering_flag_active,
     resolve_chat_recovery,
 )
-from .repair import client_tool_names, default_repair, repair_interrupted_tool_parts
+from .repair import client_tool_names, default_repair, ledger_managed, repair_interrupted_tool_parts
 from .requests import chat_request, enqueue_turn, set_messages
 from .resume import ResumeHandshake
 from .store import MessageStore, RequestContext
@@ -286,8 +286,7 @@ class AIChatAgent(Agent):
         return recovering_flag_active(record, int(self._core.now()))
 
     def has_pending_interaction(self) -> bool:
-        """Whether an assistant message — stored, or the one a turn is streaming — waits for
-        a tool result or an approval."""
+        """Whether an assistant message (stored, or streaming) waits for a client's answer."""
         messages = self.messages
         streaming = self._chat_runner.streaming_message
         if streaming is not None:  # newer than its stored copy (a continuation's message)
@@ -295,6 +294,7 @@ class AIChatAgent(Agent):
         return any(
             isinstance(part, dict)
             and part.get("state") in ("input-available", "approval-requested")
+            and not ledger_managed(part)  # a server tool the model loop settles: no client waits
             for message in messages
             if message.get("role") == "assistant"
             for part in message.get("parts", [])

@@ -26,6 +26,7 @@ __all__ = [
     "INTERRUPTED_TOOL_TEXT",
     "client_tool_names",
     "default_repair",
+    "ledger_managed",
     "repair_interrupted_tool_parts",
     "tool_name",
 ]
@@ -74,7 +75,9 @@ def _awaits_client(part: Mapping[str, Any], client_tools: frozenset[str]) -> boo
     return state == "input-available" and tool_name(part) in client_tools
 
 
-def _ledger_managed(part: Mapping[str, Any]) -> bool:
+def ledger_managed(part: Mapping[str, Any]) -> bool:
+    """A server tool call the model loop runs under the operation ledger (it names the
+    operation in ``callProviderMetadata``), still without its result."""
     meta = part.get("callProviderMetadata")
     inner = meta.get("agents") if isinstance(meta, Mapping) else None
     return (
@@ -119,7 +122,7 @@ def repair_interrupted_tool_parts(
                     changed = True
                     ids.append(call_id)
                     continue
-            if _awaits_client(part, client_tools) or (last and _ledger_managed(part)):
+            if _awaits_client(part, client_tools) or (last and ledger_managed(part)):
                 parts.append(part)
                 continue
             parts.append(dict(repair_part(dict(part))))

@@ -24,6 +24,7 @@ from .base import (
     ToolSpec,
     Usage,
     post_sse,
+    tool_arguments,
 )
 from .errors import ProviderStreamError
 from .keys import HttpAdapter
@@ -72,6 +73,15 @@ def anthropic_messages(items: Sequence[Item]) -> tuple[list[dict[str, Any]], str
                 if not messages[-1]["content"]:
                     messages.pop()
     return messages, held
+
+
+def _after_seam(held: str, text: str) -> str:
+    """``text`` without the whitespace it opens with that the partial already ends with (a
+    space the model repeats after a prefill), keeping any it adds (a paragraph break)."""
+    same = 0
+    while same < min(len(held), len(text)) and held[same] == text[same]:
+        same += 1
+    return text[same:]
 
 
 def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -127,8 +137,8 @@ class AnthropicMessages(HttpAdapter):
                     index, delta = int(data["index"]), data.get("delta") or {}
                     if delta.get("type") == "text_delta":
                         text = str(delta.get("text", ""))
-                        if held:  # the seam of a prefill: its held-back whitespace stands
-                            text, held = text.lstrip(), ""  # for the reply's leading one
+                        if held:  # the seam of a prefill: the held-back whitespace stands
+                            text, held = _after_seam(held, text), ""  # for what it repeats
                         if text:
                             yield TextDelta(f"b{index}", text)
                     elif delta.get("type") == "input_json_delta":
@@ -136,7 +146,7 @@ class AnthropicMessages(HttpAdapter):
                 elif kind == "content_block_stop":
                     block = blocks.pop(int(data["index"]), {})
                     if block.get("type") == "tool_use":
-                        args = json.loads(block["json"] or "{}")
+                        args = tool_arguments(self.name, str(block["name"]), block["json"])
                         yield ToolCallDone(str(block["id"]), str(block["name"]), args)
                 elif kind == "message_delta":
                     stop = (data.get("delta") or {}).get("stop_reason")

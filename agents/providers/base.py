@@ -41,6 +41,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "post_sse",
+    "tool_arguments",
 ]
 
 Strategy = Literal["retrieve", "prefill", "retry"]
@@ -134,6 +135,23 @@ class Provider(Protocol):
     def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
         """The events of ``call``; closing the iterator closes the upstream connection."""
         ...
+
+
+def tool_arguments(provider: str, name: str, raw: str) -> dict[str, Any]:
+    """A tool call's arguments as the provider sent them (JSON text), as an object; a cut-off
+    or non-object value is refused naming the provider and the tool (a clear turn error)."""
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise ProviderStreamError(
+            provider,
+            f"the arguments of tool call {name!r} are not valid JSON ({exc}): {raw[:200]!r}",
+        ) from None
+    if not isinstance(value, dict):
+        raise ProviderStreamError(
+            provider, f"the arguments of tool call {name!r} are not a JSON object: {raw[:200]!r}"
+        )
+    return value
 
 
 def _error_message(text: str) -> tuple[str, str | None]:

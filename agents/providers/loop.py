@@ -71,7 +71,9 @@ class _Reply:
         self.specs = [t.spec for t in tools]
         self.checkpoint = plan.checkpoint
         self.produced: list[Item] = []
-        self._text_ids = 0
+        self._text_ids = sum(  # new text ids continue after the partial's
+            1 for p in (plan.partial or {}).get("parts") or () if p.get("type") == "text"
+        )
         self._open: tuple[str, str] | None = None  # (provider block, UI text id)
         #: Characters of text to drop: already in the partial being continued.
         self.skip = 0
@@ -184,11 +186,18 @@ def _held(partial: Mapping[str, Any] | None, step: int) -> tuple[bool, str, set[
     parts = [p for p in (partial or {}).get("parts") or () if isinstance(p, Mapping)]
     steps = sum(1 for p in parts if p.get("type") == "step-start")
     ids = {str(p["toolCallId"]) for p in parts if p.get("toolCallId")}
-    if steps != step + 1:
+    if steps < step + 1:  # the step's start never reached storage
         return False, "", ids
     last = max(i for i, p in enumerate(parts) if p.get("type") == "step-start")
     text = "".join(str(p.get("text") or "") for p in parts[last:] if p.get("type") == "text")
     return True, text, ids
+
+
+def _step_calls(partial: Mapping[str, Any] | None) -> int:
+    """How many tool calls the partial's last step holds (positions go on after them)."""
+    parts = [p for p in (partial or {}).get("parts") or () if isinstance(p, Mapping)]
+    starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
+    return sum(1 for p in parts[starts[-1] if starts else 0 :] if p.get("toolCallId"))
 
 
 async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
@@ -297,7 +306,10 @@ async def model_reply(
                 messages = agent.messages
         cp.done = False
         reply.save()
-        if not (first and resume is not None):
+        held, held_text, _ = (
+            _held(plan.partial, cp.step) if first and plan.resume_step else (False, "", set())
+        )
+        if not held:  # a resumed step whose start is stored goes on inside it
             yield {"type": "start-step"}
         request = {"model": provider.model, "message": cp.message_id, "step": cp.step,
                    "request": cp.request}  # fmt: skip
@@ -305,7 +317,8 @@ async def model_reply(
                              idempotent=provider.honours_idempotency)  # fmt: skip
         calls: list[ToolCallDone] = []
         finished: Finished | None = None
-        reply.step_text = ""
+        reply.step_text = held_text  # the step's output is its whole text, stored part included
+        base = _step_calls(plan.partial) if held else 0  # calls of the step stored already
         async with op:
             call = ModelCall(merge_texts([*items_from_messages(messages), *reply.produced]),
                              system, reply.specs, idempotency_key=op.id, resume=resume)  # fmt: skip
@@ -317,7 +330,7 @@ async def model_reply(
                     for chunk in reply.text(event):
                         yield chunk
                 elif isinstance(event, ToolCallDone):
-                    position = f"{cp.message_id}/{cp.step}/{len(calls)}"
+                    position = f"{cp.message_id}/{cp.step}/{base + len(calls)}"
                     for chunk in reply.tool_call(event, cp.step, position):
                         yield chunk
                     calls.append(event)
@@ -330,7 +343,7 @@ async def model_reply(
         reason = finished.reason
         last_input = reply.record_usage(finished, op.id)
         step_text = reply.step_text
-        positions = [f"{cp.message_id}/{cp.step}/{i}" for i in range(len(calls))]
+        positions = [f"{cp.message_id}/{cp.step}/{base + i}" for i in range(len(calls))]
         cp.done, cp.output = (
             True,
             {

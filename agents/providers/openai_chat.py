@@ -23,6 +23,7 @@ from .base import (
     ToolSpec,
     Usage,
     post_sse,
+    tool_arguments,
 )
 from .errors import ProviderStreamError
 from .keys import HttpAdapter
@@ -107,7 +108,9 @@ class OpenAIChatCompletions(HttpAdapter):
                 if event.data.strip() == "[DONE]":
                     for index in sorted(calls):
                         c = calls[index]
-                        yield ToolCallDone(c["id"], c["name"], json.loads(c["arguments"] or "{}"))
+                        yield ToolCallDone(
+                            c["id"], c["name"], tool_arguments(self.name, c["name"], c["arguments"])
+                        )
                     yield Finished(reason, usage)
                     return
                 try:

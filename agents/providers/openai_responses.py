@@ -26,6 +26,7 @@ from .base import (
     ToolSpec,
     Usage,
     post_sse,
+    tool_arguments,
 )
 from .errors import ProviderStreamError
 from .keys import HttpAdapter
@@ -147,7 +148,9 @@ class OpenAIResponses(HttpAdapter):
                     item = data.get("item") or {}
                     if item.get("type") == "function_call":
                         calls += 1
-                        args = json.loads(item.get("arguments") or "{}")
+                        args = tool_arguments(
+                            self.name, str(item.get("name")), item.get("arguments") or ""
+                        )
                         yield ToolCallDone(str(item["call_id"]), str(item["name"]), args, seq)
                 elif kind in ("response.completed", "response.incomplete"):
                     response = data.get("response") or {}

@@ -88,8 +88,9 @@ async def chat_action(
                 "interrupted",
                 "paused",
             ):
-                server.sessions.update(status="failed", error=f"aborted: {reason}")
+                server.stream.reopen()  # it holds the pause: the abort ends the run for good
                 server.stream.fail(f"aborted: {reason}")
+                server.sessions.update(status="failed", error=f"aborted: {reason}")
                 return {"aborted": True, "status": "failed"}
             raise RequestError(409, "NOT_EXECUTING", "no run is executing to abort")
         return {"aborted": True, "reason": reason}

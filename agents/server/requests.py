@@ -82,7 +82,10 @@ def user_messages(message: Any) -> tuple[dict[str, Any], ...]:
         if not isinstance(content, str):
             raise _bad(f"{where}.content must be a string", field=f"{where}.content")
         parts: list[dict[str, Any]] = [{"type": "text", "text": content}]
-        for file in item.get("files") or ():
+        files = item.get("files") or []
+        if not isinstance(files, list):
+            raise _bad(f"{where}.files must be a list", field=f"{where}.files")
+        for file in files:
             if (
                 not isinstance(file, Mapping)
                 or not isinstance(file.get("data"), str)

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
-from ..chat import AIChatAgent, ChatMessageOptions
+from ..chat import AIChatAgent, ChatMessageOptions, ChatRecoveryConfig
 from ..core.connections import Connection, ConnectionContext
 from ..providers import Tool, model_reply
 from .calls import pending_client_calls, text_of
@@ -59,7 +59,24 @@ class AgentServer(AIChatAgent):
 
     @property
     def chat_recovery(self) -> Any:  # type: ignore[override]  # a class option made per class
-        return bool(self.auto_resume)
+        if not self.auto_resume:
+            return False
+        return ChatRecoveryConfig(on_exhausted=self._recovery_exhausted)
+
+    def _recovery_exhausted(self, ctx: Any) -> None:
+        """Bounded recovery gave up on the run: it failed (the reason says why)."""
+        error = f"recovery gave up: {getattr(ctx, 'reason', None) or 'exhausted'}"
+        self.sessions.update(status="failed", error=error)
+        self.stream.reopen()
+        self.stream.append(
+            {
+                "type": "run_failed",
+                "error": error,
+                "runId": self.session.run_id,
+                "agentId": self.session.session_id,
+            }
+        )
+        self.stream.fail(error)
 
     def __init__(self, ctx: Any, env: Any) -> None:
         self.sessions = SessionStore(self._sql_of(ctx), self._now_ms)
@@ -106,7 +123,8 @@ class AgentServer(AIChatAgent):
 
     async def on_start(self) -> None:
         record = self.sessions.get()
-        if record.status == "active" and not self.auto_resume and not self.is_executing:
+        recovering = self.auto_resume and self._chat_recovering()
+        if record.status == "active" and not self.is_executing and not recovering:
             reason = "the process running this session stopped"
             self.sessions.update(status="interrupted", error=None)
             self.stream.append(

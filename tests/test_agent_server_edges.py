@@ -1,4 +1,7 @@
-"""Findings of a review of agents/providers and agents/server, as failing tests (xfail strict)."""
+"""Edges of recovery in the model loop and the agent server, each a bug a review found:
+a kill during a server tool (no longer taken for a client waiting), two kills in one step (no
+duplicated text, one step-start), an abort of a suspended run, malformed tool arguments from a
+provider, and a malformed ``files`` value."""
 
 from __future__ import annotations
 
@@ -145,12 +148,6 @@ def chat_sse(*events: Any) -> list[bytes]:
 # -- findings ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server.py on_start / on_chat_response: with auto_resume, a kill while a server tool "
-    "runs parks the chat recovery (the tool part is input-available, read as a pending client "
-    "interaction) and nothing moves the session off 'active': /resume and /start both 409 forever",
-)
 async def test_a_kill_during_a_server_tool_leaves_an_auto_resume_session_wedged(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
@@ -173,12 +170,6 @@ async def test_a_kill_during_a_server_tool_leaves_an_auto_resume_session_wedged(
     await eventually(settled_or_resumable, what="the session leaving 'active'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs/chat recovery with a non-retrieve strategy: the resumed step re-emits "
-    "start-step and restarts text ids at t0, so the message gets a stray step-start; after a "
-    "second kill _restore's _held() miscounts the steps and re-emits the step's text (duplicated)",
-)
 async def test_two_kills_duplicate_the_text_of_a_recovered_step(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
@@ -207,11 +198,6 @@ async def test_two_kills_duplicate_the_text_of_a_recovered_step(
     assert done["output"].count("more text") == 1, done["output"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loop.py model_reply: a recovered retry/prefill step yields a second start-step "
-    "(and restarts text ids), so one model step is stored as step-start, text, step-start",
-)
 async def test_a_recovered_step_keeps_one_step_start(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
@@ -237,12 +223,6 @@ async def test_a_recovered_step_keeps_one_step_start(
     assert [p["type"] for p in parts] == ["step-start", "text"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chat_routes.py abort: aborting a suspended/interrupted session calls stream.fail() "
-    "on a stream that already holds the 'suspended' terminal -> StreamClosedError, a 500 after "
-    "the session row was already set to failed (and stream readers never see the fail)",
-)
 async def test_aborting_a_suspended_session_answers_200(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
@@ -257,11 +237,6 @@ async def test_aborting_a_suspended_session_answers_200(
     assert last is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="requests.py user_messages: 'files' that is not a list (a number, true) is iterated "
-    "unchecked: TypeError -> 500 instead of a 400",
-)
 async def test_files_that_are_not_a_list_are_a_400(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
@@ -274,13 +249,6 @@ async def test_files_that_are_not_a_list_are_a_400(
     assert (await s.status())["status"] == "idle"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="openai_chat.py / openai_responses.py / anthropic.py: tool-call arguments are "
-    "json.loads()-ed unguarded; malformed JSON (e.g. cut by finish_reason=length) fails the run "
-    "with a bare JSONDecodeError text naming neither provider nor tool, and the billed usage of "
-    "the request is never recorded",
-)
 async def test_malformed_tool_arguments_fail_with_a_clear_error(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
