@@ -270,3 +270,21 @@ async def test_malformed_tool_arguments_fail_with_a_clear_error(
     done = await s.wait("failed", "completed")
     assert done["status"] == "failed"
     assert "openai-chat" in done["error"] and "slow" in done["error"], done["error"]
+
+
+async def test_a_result_for_a_call_of_the_run_still_streaming_is_a_409_then_accepted(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(ToolUse("approve", {"x": 1}, id="a1"), ToolUse("slow", {}, id="s1")))
+    llm.script(Reply(Text("done")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "race")
+    await s.start("go")
+    await eventually(lambda: GATE.get("entered"), what="the slow tool running")
+    status, body = await s.call("/chat/race/submit-tool-result", {"toolCallId": "a1", "result": 1})
+    assert status == 409 and body["code"] == "RUN_STILL_STREAMING", body
+    GATE["release"].set()
+    await s.wait("suspended_client_tool")
+    status, body = await s.call("/chat/race/submit-tool-result", {"toolCallId": "a1", "result": 1})
+    assert status == 200 and body["accepted"] is True
+    assert (await s.wait("completed"))["output"] == "done"

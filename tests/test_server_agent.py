@@ -509,3 +509,20 @@ async def test_last_message_wins_when_before_start_aborts_the_run_in_progress(
     assert done["output"] == "second answer"
     kinds = [c["chunk"]["type"] for c in await s.history()]
     assert kinds.count("run_failed") == 1 and kinds.count("run_completed") == 1
+
+
+async def test_aborting_a_parent_aborts_its_running_child(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(ToolUse("analyzer", {"message": "long job"}, id="sub9")))
+    llm.script(Reply(Text("working "), stall_after=1))  # the child never finishes by itself
+    h = await harness(doemu_harness, llm)
+    parent = Session(h, "boss")
+    child = Session(h, "boss-remote-sub9")
+    await parent.start("delegate")
+    await eventually(lambda: _deltas(child, 1), what="the child streaming")
+    status, body = await parent.call("/abort", {"reason": "cancelled by user"})
+    assert status == 200, body
+    assert (await parent.wait("failed"))["error"] == "aborted: cancelled by user"
+    stopped = await child.wait("failed")
+    assert stopped["error"] == "aborted: parent aborted: cancelled by user"

@@ -266,6 +266,16 @@ def submit_tool_result(server: AgentServer, req: ToolResultRequest) -> dict[str,
                 )
                 _enqueue(server, continuation=True)
             return {"accepted": True, "status": server.session.status}
+    streaming = server._chat_runner.streaming_message
+    if streaming is not None and any(
+        p.get("toolCallId") == req.tool_call_id for p in streaming.get("parts") or ()
+    ):
+        raise _conflict(
+            f"tool call {req.tool_call_id!r} belongs to the run still streaming: submit its "
+            "result once the run suspends for it",
+            "RUN_STILL_STREAMING",
+            toolCallId=req.tool_call_id,
+        )
     raise RequestError(
         404,
         "UNKNOWN_TOOL_CALL",

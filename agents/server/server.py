@@ -224,7 +224,22 @@ class AgentServer(AIChatAgent):
         self._abort_reason = reason
         for abort in list(self._chat_aborts.values()):
             abort.set()
+        running = [c.session_id for c in self.sessions.children() if c.status == "active"]
+        if running:  # a hard stop stops the whole tree: children would go on billing
+            self.ctx.waitUntil(self._abort_children(running, reason))
         return True
+
+    async def _abort_children(self, children: list[str], reason: str) -> None:
+        namespace = self.sub_agent_namespace_of()
+        for child in children:
+            stub = namespace.get(namespace.idFromName(session_object_name(child)))
+            try:
+                body = json.dumps({"reason": f"parent aborted: {reason}"})
+                await stub.fetch("http://agent/abort", method="POST", body=body)
+            except Exception:
+                _log.warning(
+                    "session %s: could not abort child %s", self.name, child, exc_info=True
+                )
 
     async def on_chat_response(self, result: Mapping[str, Any]) -> None:
         try:
