@@ -17,7 +17,13 @@ from agents.server import AgentRegistry, create_agent_server, define_agent, sess
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from doemu.testing.plugin import HarnessFactory
 
+from .agent_server_steps import Session as _Session
 from .polling import eventually
+
+
+def Session(h: Any, session_id: str) -> _Session:
+    return _Session(h, session_id, default_agent="worker")
+
 
 # -- a server with a slow server tool, a client tool and a scripted fetch ----------------------
 
@@ -66,51 +72,6 @@ def llm() -> Iterator[FakeLLM]:
     RAW.clear()
     with FakeLLM(api_key="k") as server:
         yield server
-
-
-class Session:
-    def __init__(self, h: Any, session_id: str) -> None:
-        self.h = h
-        self.id = session_id
-        namespace = h.env.AGENTS
-        self.stub = namespace.get(namespace.idFromName(session_object_name(session_id)))
-
-    async def call(
-        self, path: str, body: Any = None, *, method: str | None = None
-    ) -> tuple[int, Any]:
-        options: dict[str, Any] = {"method": method or ("POST" if body is not None else "GET")}
-        if body is not None:
-            options["body"] = body if isinstance(body, str) else json.dumps(body)
-        response = await self.stub.fetch(f"http://agent{path}", **options)
-        text = await response.text()
-        try:
-            return response.status, json.loads(text)
-        except ValueError:
-            return response.status, text
-
-    async def start(self, message: Any, agent_type: str = "worker", **extra: Any) -> Any:
-        status, body = await self.call(
-            "/start",
-            {"agentType": agent_type, "sessionId": self.id, "input": {"message": message}, **extra},
-        )
-        assert status == 200, body
-        return body
-
-    async def status(self) -> dict[str, Any]:
-        return (await self.call("/status"))[1]  # type: ignore[no-any-return]
-
-    async def wait(self, *statuses: str) -> dict[str, Any]:
-        async def reached() -> Any:
-            current = await self.status()
-            return current if current["status"] in statuses and not current["isExecuting"] else None
-
-        return await eventually(reached, what=f"session {self.id} {statuses}")  # type: ignore[no-any-return]
-
-    async def history(self) -> list[dict[str, Any]]:
-        return (await self.call("/history?fromSequence=0&limit=1000"))[1]["chunks"]  # type: ignore[no-any-return]
-
-    async def messages(self) -> list[dict[str, Any]]:
-        return (await self.call("/messages?limit=100"))[1]["messages"]  # type: ignore[no-any-return]
 
 
 async def harness(doemu_harness: HarnessFactory, llm: FakeLLM, cls: Any = Server) -> Any:

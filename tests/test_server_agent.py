@@ -27,6 +27,7 @@ from agents.server import (
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from doemu.testing.plugin import HarnessFactory
 
+from .agent_server_steps import Session
 from .polling import eventually
 
 LOOKUPS: list[Any] = []
@@ -97,48 +98,6 @@ def llm() -> Iterator[FakeLLM]:
     COMPLETED.clear()
     with FakeLLM(api_key="k") as server:
         yield server
-
-
-class Session:
-    def __init__(self, h: Any, session_id: str) -> None:
-        self.h = h
-        self.id = session_id
-        namespace = h.env.AGENTS
-        self.stub = namespace.get(namespace.idFromName(session_object_name(session_id)))
-
-    async def call(
-        self, path: str, body: Any = None, *, method: str | None = None
-    ) -> tuple[int, Any]:
-        options: dict[str, Any] = {"method": method or ("POST" if body is not None else "GET")}
-        if body is not None:
-            options["body"] = body if isinstance(body, str) else json.dumps(body)
-        response = await self.stub.fetch(f"http://agent{path}", **options)
-        text = await response.text()
-        try:
-            return response.status, json.loads(text)
-        except ValueError:
-            return response.status, text
-
-    async def start(self, message: Any, agent_type: str = "researcher", **extra: Any) -> Any:
-        status, body = await self.call(
-            "/start",
-            {"agentType": agent_type, "sessionId": self.id, "input": {"message": message}, **extra},
-        )
-        assert status == 200, body
-        return body
-
-    async def status(self) -> dict[str, Any]:
-        return (await self.call("/status"))[1]  # type: ignore[no-any-return]
-
-    async def wait(self, *statuses: str) -> dict[str, Any]:
-        async def reached() -> Any:
-            current = await self.status()
-            return current if current["status"] in statuses and not current["isExecuting"] else None
-
-        return await eventually(reached, what=f"session {self.id} {statuses}")  # type: ignore[no-any-return]
-
-    async def history(self) -> list[dict[str, Any]]:
-        return (await self.call("/history?fromSequence=0&limit=1000"))[1]["chunks"]  # type: ignore[no-any-return]
 
 
 async def harness(doemu_harness: HarnessFactory, llm: FakeLLM) -> Any:
