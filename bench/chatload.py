@@ -53,7 +53,7 @@ from benchlib import (
     log,
     tree_cpu_s,
 )
-from load import merge
+from load import write_results
 from wsclient import WebSocketClient
 
 AGENT = "chat-bench"  # route_agent_request's kebab-case of the ChatBench binding
@@ -357,12 +357,7 @@ def main() -> None:
     frames = res.pop("frames")
     if args.frames_log:
         Path(args.frames_log).write_text(json.dumps(frames, indent=1) + "\n")
-    if args.merge and args.out and Path(args.out).exists():
-        res = merge(json.loads(Path(args.out).read_text()), res, "i")
-    text = json.dumps(res, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    write_results(res, args.out, "i" if args.merge else None)
 
 
 if __name__ == "__main__":

@@ -464,6 +464,17 @@ def merge(old: dict[str, Any], new: dict[str, Any], phases: str) -> dict[str, An
     return merged
 
 
+def write_results(res: dict[str, Any], out: str | None, merge_phases: str | None) -> None:
+    """Print ``res`` as JSON and write it to ``out``; with ``merge_phases`` (``--merge``), into
+    the results ``out`` already holds, as one more invocation of the same run."""
+    if merge_phases is not None and out and Path(out).exists():
+        res = merge(json.loads(Path(out).read_text()), res, merge_phases)
+    text = json.dumps(res, indent=1)
+    if out:
+        Path(out).write_text(text + "\n")
+    sys.stdout.write(text + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -512,12 +523,7 @@ def main() -> None:
         ap.error(f"--phases takes letters from {PHASES!r}")
     args.loop_name = install_fast_loop()
     res = asyncio.run(main_async(args))
-    if args.merge and args.out and Path(args.out).exists():
-        res = merge(json.loads(Path(args.out).read_text()), res, args.phases)
-    text = json.dumps(res, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    write_results(res, args.out, args.phases if args.merge else None)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import HttpClient, Server, install_fast_loop, latency_ms, log, tree_cpu_s
-from load import merge
+from load import write_results
 from sseclient import StreamedResponse
 
 AGENT_TYPE = "bench"
@@ -452,12 +452,7 @@ def main() -> None:
     except CheckError as exc:
         log(f"[{args.label}] CHECK FAILED: {exc}")
         sys.exit(1)
-    if args.merge and args.out and Path(args.out).exists():
-        res = merge(json.loads(Path(args.out).read_text()), res, "j")
-    text = json.dumps(res, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    write_results(res, args.out, "j" if args.merge else None)
 
 
 if __name__ == "__main__":
