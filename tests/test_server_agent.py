@@ -485,3 +485,40 @@ async def test_aborting_a_parent_aborts_its_running_child(
     assert (await parent.wait("failed"))["error"] == "aborted: cancelled by user"
     stopped = await child.wait("failed")
     assert stopped["error"] == "aborted: parent aborted: cancelled by user"
+
+
+async def test_resume_retry_answers_again_and_branch_restarts_from_a_checkpoint(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(Text("first answer")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "again")
+    await s.start("question")
+    await s.wait("completed")
+    llm.script(Reply(ToolUse("lookup", {"q": "y"}, id="c2")))
+    llm.script(Reply(Text("second answer")))
+    status, body = await s.call("/resume", {"options": {"mode": "retry"}})
+    assert status == 200 and body["mode"] == "retry", body
+    done = await s.wait("completed")
+    assert done["output"] == "second answer"  # answered again: the first answer is gone
+    _, page = await s.call("/messages")
+    assert [m["role"] for m in page["messages"]] == ["user", "assistant"]
+    after_tool_step = done["checkpointId"].rsplit("-", 1)[0] + "-1"
+    llm.script(Reply(Text("branched")))
+    status, body = await s.call(
+        "/resume", {"options": {"mode": "branch", "checkpointId": after_tool_step}}
+    )
+    assert status == 200, body
+    assert (await s.wait("completed"))["output"] == "branched"
+    _, page = await s.call("/messages")
+    reply = page["messages"][-1]
+    assert [p["type"] for p in reply["parts"]] == [
+        "step-start",
+        "tool-lookup",
+        "step-start",
+        "text",
+    ]
+    assert reply["parts"][1]["output"] == {"found": "y"}  # the step kept, its tool not run again
+    assert LOOKUPS == [{"q": "y"}]
+    status, body = await s.call("/resume", {"options": {"mode": "branch", "checkpointId": "nope"}})
+    assert status == 404 and body["code"] == "CHECKPOINT_NOT_FOUND"

@@ -151,12 +151,7 @@ def _drop_run_output(server: AgentServer) -> None:
     if last_user < 0:
         raise _conflict("there is no user message to answer again", "NOTHING_TO_RETRY")
     kept = messages[: last_user + 1]
-
-    def replace() -> None:
-        server._chat_store.clear()
-        server.persist_messages(kept)
-
-    server.ctx.storage.transactionSync(replace)
+    server._chat_persist_and_broadcast(kept, (), delete_stale=True)  # the rest is deleted
 
 
 def _branch(server: AgentServer, checkpoint_id: str) -> None:
@@ -174,12 +169,7 @@ def _branch(server: AgentServer, checkpoint_id: str) -> None:
     later = messages[int(found["message_count"]) :]
     if parts and later and later[0].get("role") == "assistant":
         kept.append({**later[0], "parts": list(later[0].get("parts") or [])[:parts]})
-
-    def replace() -> None:
-        server._chat_store.clear()
-        server.persist_messages(kept)
-
-    server.ctx.storage.transactionSync(replace)
+    server._chat_persist_and_broadcast(kept, (), delete_stale=True)  # the rest is deleted
 
 
 async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = False) -> Any:

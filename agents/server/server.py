@@ -79,7 +79,8 @@ class AgentServer(AIChatAgent):
         self.stream.fail(error)
 
     def __init__(self, ctx: Any, env: Any) -> None:
-        self.sessions = SessionStore(self._sql_of(ctx), self._now_ms)
+        # Built first: on_start (run by the base class's activation) reads the session.
+        self.sessions = SessionStore(ctx.storage.sql, lambda: self._core.now())
         super().__init__(ctx, env)
         # The session stream mirrors what storage holds: every chunk is stored at once.
         self._chat_streams.buffer_size = 1  # type: ignore[misc]
@@ -92,16 +93,6 @@ class AgentServer(AIChatAgent):
         self._interrupt_observed = asyncio.Event()
         #: Set whenever a run's turn has been settled (``on_chat_response`` ran).
         self.run_settled = asyncio.Event()
-
-    @staticmethod
-    def _sql_of(ctx: Any) -> Callable[..., list[dict[str, Any]]]:
-        def run(query: str, *params: Any) -> list[dict[str, Any]]:
-            return [dict(r) for r in ctx.storage.sql.exec(query, *params).toArray()]
-
-        return run
-
-    def _now_ms(self) -> float:
-        return float(self._core.now())
 
     # -- what the session is --------------------------------------------------------------------
     @property

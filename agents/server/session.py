@@ -11,8 +11,12 @@ recovered parent re-attaches instead of starting the child again).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
+
+from ..core.sql import query_rows
 
 __all__ = ["ChildRef", "SessionRecord", "SessionStore", "Status"]
 
@@ -94,11 +98,12 @@ class SessionStore:
   key TEXT PRIMARY KEY, run_id TEXT NOT NULL, start_sequence INTEGER NOT NULL)""",
     )
 
-    def __init__(self, sql: Any, now: Any) -> None:
-        self._sql = sql
+    def __init__(self, sql: Any, now: Callable[[], float]) -> None:
+        """``sql``: the object's ``ctx.storage.sql``; ``now``: the agent's clock (ms)."""
+        self._sql = partial(query_rows, sql)
         self._now = now
         for statement in self.SCHEMA:
-            sql(statement)
+            self._sql(statement)
 
     def get(self) -> SessionRecord:
         rows = self._sql(f"SELECT {', '.join(_COLUMNS)} FROM cf_server_session WHERE id = 1")
