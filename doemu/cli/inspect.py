@@ -3,6 +3,7 @@ through a running server's admin API, else by reading its persist dir."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -95,6 +96,26 @@ def _target(
     return _Target(worker, settings, AdminClient(url, token or settings.admin_token))
 
 
+def _targeted(command: Callable[..., None]) -> Callable[..., None]:
+    """The options that say what a command looks at (``--config``, ``--env``, ``--url``,
+    ``--admin-token``, ``--persist-to``), turned into the :class:`_Target` it gets first."""
+
+    @functools.wraps(command)
+    def run(
+        config: Path | None,
+        env_name: str | None,
+        url: str | None,
+        admin_token: str | None,
+        persist_to: str | None,
+        **options: Any,
+    ) -> None:
+        command(_target(config, url, admin_token, persist_to, env_name), **options)
+
+    for option in (_PERSIST_TO, _TOKEN, _URL, _ENV, _CONFIG):
+        run = option(run)
+    return run
+
+
 def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
     """The admin API's answer, or ``None`` when no server answers (callers then go offline)."""
     from ..server.admin.client import AdminUnavailable
@@ -123,22 +144,13 @@ def _echo_json(value: Any) -> None:
 
 
 @main.command()
-@_CONFIG
-@_ENV
-@_URL
-@_TOKEN
-@_PERSIST_TO
+@_targeted
 @click.argument("binding", required=False)
 def objects(
-    config: Path | None,
-    env_name: str | None,
-    url: str | None,
-    admin_token: str | None,
-    persist_to: str | None,
+    target: _Target,
     binding: str | None,
 ) -> None:
     """List objects (live and evicted) of every binding, or of BINDING."""
-    target = _target(config, url, admin_token, persist_to, env_name)
     query = "?" + urlencode({"binding": binding}) if binding else ""
     found = _online(target, lambda c: c.get("/objects" + query))
     if found is None:
@@ -162,11 +174,7 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
 
 
 @main.command()
-@_CONFIG
-@_ENV
-@_URL
-@_TOKEN
-@_PERSIST_TO
+@_targeted
 @click.option(
     "--write", is_flag=True, help="Allow writes (runs inside the object).  [default: read-only]"
 )
@@ -183,11 +191,7 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
 @click.argument("name")
 @click.argument("query")
 def sql(
-    config: Path | None,
-    env_name: str | None,
-    url: str | None,
-    admin_token: str | None,
-    persist_to: str | None,
+    target: _Target,
     write: bool,
     output: str,
     binding: str,
@@ -195,7 +199,6 @@ def sql(
     query: str,
 ) -> None:
     """Run QUERY on the object NAME (a name or a 64-hex id); read-only by default."""
-    target = _target(config, url, admin_token, persist_to, env_name)
     path = f"/objects/{_path(binding)}/{_path(name)}/sql"
     result = _online(target, lambda c: c.post(path, {"query": query, "write": write}))
     if result is None:
@@ -257,20 +260,11 @@ def _when(ms: float) -> str:
 
 
 @main.command()
-@_CONFIG
-@_ENV
-@_URL
-@_TOKEN
-@_PERSIST_TO
+@_targeted
 def alarms(
-    config: Path | None,
-    env_name: str | None,
-    url: str | None,
-    admin_token: str | None,
-    persist_to: str | None,
+    target: _Target,
 ) -> None:
     """List pending alarms (epoch ms, as getAlarm() returns them, and UTC)."""
-    target = _target(config, url, admin_token, persist_to, env_name)
     found = _online(target, lambda c: c.get("/objects"))
     if found is None:
         found = _offline_objects(target, None)
@@ -288,11 +282,7 @@ def _control(action: str, help_text: str) -> None:
     """Register ``evict``/``reset``: they act on live instances, so they need a running server."""
 
     @main.command(name=action, help=help_text)
-    @_CONFIG
-    @_ENV
-    @_URL
-    @_TOKEN
-    @_PERSIST_TO
+    @_targeted
     @click.option(
         "--all",
         "all_",
@@ -302,11 +292,7 @@ def _control(action: str, help_text: str) -> None:
     @click.argument("binding", required=False)
     @click.argument("name", required=False)
     def command(
-        config: Path | None,
-        env_name: str | None,
-        url: str | None,
-        admin_token: str | None,
-        persist_to: str | None,
+        target: _Target,
         all_: bool,
         binding: str | None,
         name: str | None,
@@ -315,7 +301,6 @@ def _control(action: str, help_text: str) -> None:
             _fail("give BINDING NAME or --all, not both")
         if not all_ and not (binding and name):
             _fail("give BINDING NAME, or --all")
-        target = _target(config, url, admin_token, persist_to, env_name)
         path = f"/{action}-all" if all_ else f"/objects/{_path(binding)}/{_path(name)}/{action}"
         result = _online(target, lambda c: c.post(path))
         if result is None:
