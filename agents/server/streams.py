@@ -50,6 +50,7 @@ from js import Date, TextEncoder, TransformStream
 from workers import Response
 
 from ..core.connections import Connection
+from ..core.portable import wait_until
 from ..core.protocol import dumps, parse_frame
 from ..core.sql import execute, query_rows
 from .errors import StreamClosedError, StreamPayloadError, StreamRangeError
@@ -276,11 +277,9 @@ class SessionStream:
         if self._terminal is not None:
             reader.end = (self.latest_sequence, self._sse_bytes(self._terminal))
         self._sse.append(reader)
-        task = asyncio.ensure_future(self._serve(reader))
-        self._ctx.waitUntil(task)
+        wait_until(self._ctx, self._serve(reader))
         if self._heartbeat_s > 0 and self._ticker is None:
-            self._ticker = ticker = asyncio.ensure_future(self._beat())
-            self._ctx.waitUntil(ticker)
+            self._ticker = wait_until(self._ctx, self._beat())
         return Response(stream.readable, headers=dict(self.SSE_HEADERS))
 
     async def _serve(self, reader: _SseReader) -> None:
