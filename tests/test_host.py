@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 import pytest
+from pyodide.ffi import create_proxy
 from workers import DurableObject
 
 from doemu.errors import BlockConcurrencyTimeoutError, ObjectResetError
@@ -51,7 +52,7 @@ class Counter(DurableObject):
             await asyncio.sleep(0)
             await self.ctx.storage.put("background", True)
 
-        self.ctx.waitUntil(later())
+        self.ctx.waitUntil(create_proxy(later()))
 
     async def read(self, key: str) -> Any:
         return await self.ctx.storage.get(key)

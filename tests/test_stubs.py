@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from pyodide.ffi import create_proxy, to_js
 from workers import DurableObject, Response
 
 from doemu.errors import DataCloneError, RpcError
@@ -120,7 +121,7 @@ class TwoDoors(DurableObject):
         from js import WebSocketPair
 
         client, server = WebSocketPair.new().object_values()
-        self.ctx.acceptWebSocket(server, [request.url.rsplit("/", 1)[-1]])
+        self.ctx.acceptWebSocket(server, to_js([request.url.rsplit("/", 1)[-1]]))
         gate = UPGRADE_GATES.get(request.url.rsplit("/", 1)[-1])
         if gate is not None:
             await gate.wait()  # the other upgrade runs and ends meanwhile
@@ -159,7 +160,7 @@ class Endless(DurableObject):
 
         ts = TransformStream.new()
         writer = ts.writable.getWriter()
-        self.ctx.waitUntil(writer.write(b"first"))
+        self.ctx.waitUntil(create_proxy(writer.write(b"first")))
         return Response(ts.readable)
 
 

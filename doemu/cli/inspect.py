@@ -20,7 +20,7 @@ from ..config import (
     WorkerConfig,
     display_path,
 )
-from ..errors import DoemuError
+from ..errors import DoemuError, error_text
 from ..server.banner import browsable_url, read_server_record
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
     except AdminUnavailable:
         return None
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
 
 
 def _offline(target: _Target) -> Path:
@@ -170,7 +170,7 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
     try:
         return scan_objects(target.worker, _offline(target), bindings)
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
 
 
 @main.command()
@@ -215,7 +215,7 @@ def sql(
             _offline(target)
             result = read_only_sql(file, query, f"{binding}/{name}")
         except DoemuError as exc:
-            _fail(str(exc))
+            _fail(error_text(exc))
     if output == "auto":
         output = "table" if _stdout_is_terminal() else "json"
     if output == "json" or not isinstance(result, dict) or "columns" not in result:

@@ -59,8 +59,11 @@ class WorkerHarness:
         durability: Durability = "process",
         chaos: ChaosSettings | None = None,
         chaos_rng: random.Random | None = None,
+        lenient: bool = False,
     ) -> None:
         self.persist_dir = Path(persist_dir)
+        #: Relax the JavaScript boundary's rules (``doemu dev --lenient``); strict by default.
+        self.lenient = lenient
         self.worker_name = worker_name
         self.clock = clock if clock is not None else ManualClock()
         self._bindings = {b: (class_names or {}).get(b, _class_name(c)) for b, c in classes.items()}
@@ -93,10 +96,12 @@ class WorkerHarness:
     @classmethod
     def from_config(cls, config: Path | str, **kwargs: Any) -> WorkerHarness:
         """A harness for a whole project: its wrangler config, main module, bindings and vars."""
+        from ..compat.boundary import set_strict
         from ..config import load_config
         from ..loader import load_worker
 
         worker = load_config(config)
+        set_strict(not kwargs.get("lenient", False))  # the import obeys the rules too
         loaded = load_worker(worker)
         kwargs.setdefault("vars", worker.vars)
         return cls(
@@ -124,6 +129,7 @@ class WorkerHarness:
             "limits": self._limits,
             "rng": self._rng,
             "durability": self.durability,
+            "lenient": self.lenient,
         }
         if self.chaos is None:
             return Runtime(**options)  # chaos off: exactly the runtime doemu dev runs

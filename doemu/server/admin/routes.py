@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from ...clock import ManualClock
 from ...control import RuntimeControl
-from ...errors import DoemuError, HttpError, ObjectResetError
+from ...errors import DoemuError, HttpError, ObjectResetError, error_text
 from ...ids import DurableObjectId
 from ...inspection.objects import scan_namespace
 from ...inspection.readers import jsonable, read_kv, read_names, read_sql
@@ -64,7 +64,7 @@ def _error_for(exc: Exception) -> Response:
     if isinstance(exc, ObjectResetError):
         return error_response(409, f"the object was reset while the request ran: {exc.reason}")
     if isinstance(exc, DoemuError | sqlite3.Error):  # bad ids, bad SQL, storage misuse
-        return error_response(400, str(exc))
+        return error_response(400, error_text(exc))
     _log.error("admin route failed", exc_info=exc)
     return error_response(500, f"{type(exc).__name__}: {exc}")
 
