@@ -136,11 +136,40 @@ def test_writes_happen_even_if_the_cursor_is_not_consumed(artists: ObjectStorage
 
 
 def test_value_types(storage: ObjectStorage) -> None:
+    """Observed on workerd (Pyodide): a bound int is a JavaScript number, stored as REAL; an
+    integral REAL reads back as an ``int``, a BLOB as a ``memoryview``."""
     row = storage.sql.exec(
-        "SELECT 1 AS i, 1.5 AS f, 'text' AS s, x'00ff' AS b, NULL AS n, ? AS big",
-        2**62,
+        "SELECT 1 AS i, 1.5 AS f, 2.0 AS whole, 'text' AS s, x'00ff' AS b, NULL AS n, "
+        "? AS bound, typeof(?) AS bound_type, ? / 2 AS half",
+        2**40,
+        5,
+        5,
     ).one()
-    assert row == {"i": 1, "f": 1.5, "s": "text", "b": b"\x00\xff", "n": None, "big": 2**62}
+    assert isinstance(row["b"], memoryview) and row["b"].tobytes() == b"\x00\xff"
+    assert {k: v for k, v in row.items() if k != "b"} == {
+        "i": 1,
+        "f": 1.5,
+        "whole": 2,
+        "s": "text",
+        "n": None,
+        "bound": 2**40,
+        "bound_type": "real",
+        "half": 2.5,
+    }
+    assert type(row["whole"]) is int and type(row["bound"]) is int
+    storage.sql.exec("CREATE TABLE n (i INTEGER, v)")
+    storage.sql.exec("INSERT INTO n VALUES (?, ?)", 7, 7)
+    assert storage.sql.exec("SELECT typeof(i) AS ti, typeof(v) AS tv FROM n").one() == {
+        "ti": "integer",  # the column's affinity makes it an integer again
+        "tv": "real",
+    }
+
+
+def test_lenient_value_types_are_sqlites(storage: ObjectStorage, lenient: None) -> None:
+    row = storage.sql.exec(
+        "SELECT 2.0 AS whole, x'00ff' AS b, ? AS big, typeof(?) AS t", 2**62, 5
+    ).one()
+    assert row == {"whole": 2.0, "b": b"\x00\xff", "big": 2**62, "t": "integer"}
 
 
 def test_database_size(storage: ObjectStorage) -> None:
@@ -273,7 +302,18 @@ def test_unsupported_binding_type(storage: ObjectStorage, value: object) -> None
         storage.sql.exec("SELECT ?", value)
 
 
-def test_out_of_range_integer_binding(storage: ObjectStorage) -> None:
+@pytest.mark.parametrize("value", [2**53, 2**53 + 1, 2**63 - 1, -(2**53), 2**64])
+def test_an_integer_beyond_javascript_numbers_cannot_be_bound(
+    storage: ObjectStorage, value: int
+) -> None:
+    """workerd: ``TypeError: Cannot convert a BigInt value to a number`` (a JsException)."""
+    with pytest.raises(JsException) as info:
+        storage.sql.exec("SELECT ?", value)
+    assert str(info.value).startswith("TypeError: Cannot convert a BigInt value to a number")
+    assert storage.sql.exec("SELECT ? AS x", 2**53 - 1).one()["x"] == 2**53 - 1
+
+
+def test_lenient_out_of_range_integer_binding(storage: ObjectStorage, lenient: None) -> None:
     with pytest.raises(SqlError, match="out of range"):
         storage.sql.exec("SELECT ?", 2**64)
 

@@ -63,7 +63,9 @@ _READER_FLAG = "server_stream"
 _OPEN = 1  # WebSocket.READY_STATE_OPEN
 _WHOLE = re.compile(r"-?[0-9]+")
 _PONG = '{"type":"pong"}'
-_LAST = 2**63 - 1  # SQLite's largest integer: "no upper bound"
+# "No upper bound": the largest integer a JavaScript number holds (a larger one fails to bind on
+# Cloudflare, where Pyodide passes it as a BigInt).
+_LAST = 2**53 - 1
 
 
 class _SseReader:
