@@ -170,7 +170,6 @@ class TurnRecovery:
             partial=(text, parts, active.stream_id if active is not None else ""),
             recovery_data=user_data,
             created_at=int(envelope.get("startedAt") or now),
-            target=self._target(kind, envelope.get("latestUserMessageId")),
             finalize=finalize,
         )
 
@@ -207,7 +206,6 @@ class TurnRecovery:
             partial=(text, parts, ""),
             recovery_data=None,
             created_at=int(agent._core.now()),
-            target=self._target(kind, user_id),
             finalize=lambda persist=True: None,  # kept already, as a normal turn's reply
         )
 
@@ -222,10 +220,13 @@ class TurnRecovery:
         partial: tuple[str, list[Any], str],
         recovery_data: Any,
         created_at: int,
-        target: str | None,
         finalize: Callable[..., None],
     ) -> None:
-        """After the decision: give up, park, or ask ``on_chat_recovery`` and schedule."""
+        """After the decision: give up, park, or ask ``on_chat_recovery`` and schedule.
+
+        The attempt's target is read only after ``finalize`` has persisted (or dropped) the
+        partial: before it, the last assistant message of a later turn is the previous turn's
+        reply, and the attempt would skip itself as ``conversation_changed`` (issue 30)."""
         agent = self._agent
         text, parts, stream_id = partial
         for event in events:
@@ -266,7 +267,7 @@ class TurnRecovery:
         if identity.recovery_kind == "continue" and last and last[0].get("role") != "assistant":
             # a new message's partial was dropped: nothing to continue, answer the user again
             identity = replace(identity, recovery_kind="retry")
-            target = self._target("retry", identity.latest_user_message_id)
+        target = self._target(identity.recovery_kind, identity.latest_user_message_id)
         scheduled = transition_incident(incident, "scheduled", recovery_kind=identity.recovery_kind)
         self._store.write(scheduled.incident, identity.incident_id)
         for event in scheduled.events:
