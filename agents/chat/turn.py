@@ -71,6 +71,9 @@ class ChatMessageOptions:
     continuation: bool = False
 
 
+#: The error of a stalled reply nothing recovers (recovery declined or off).
+_STALLED = "The model's reply stalled: no chunk for {ms} ms."
+
 #: What a turn attempt returns when it hit a context overflow and the history was compacted.
 _COMPACTED: Any = object()
 
@@ -260,11 +263,33 @@ class TurnRunner:
             )
             streams.finish("recovering")
             agent._chat_resume.finished()
-            self._keep(spec, builder)
+            kept = False
+
+            def keep(persist: bool = True) -> None:
+                nonlocal kept
+                if not kept and persist:
+                    self._keep(spec, builder)
+                kept = True
+
+            # Recovery first (as the SDK routes a stall before it ends the turn): its
+            # "recovering" frame, or its give-up, precede this turn's last frame.
+            routed = await agent._chat_stalled(spec, builder, keep)
+            keep()
             streams.cutover()
-            self._end(spec, outcome="recovering")
+            if routed == "scheduled":
+                self._end(spec, outcome="recovering")
+            elif routed != "exhausted":  # nothing will continue it: the stall is the error
+                agent._chat_broadcast(
+                    frames.response_frame(
+                        spec.request_id,
+                        _STALLED.format(ms=agent.chat_stream_stall_timeout_ms),
+                        done=True,
+                        error=True,
+                        continuation=spec.continuation,
+                        message_ids=spec.origin_ids,
+                    )
+                )
             result["status"] = "recovering"
-            await agent._chat_stalled(spec, builder)
             return result
         aborted = abort.is_set()
         streams.finish("aborted" if aborted else None)
