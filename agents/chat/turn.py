@@ -39,7 +39,7 @@ from .chunks import (
 )
 from .frames import ChatFrame
 from .messages import AssistantMessage, UIMessage
-from .parts import find_tool_part
+from .parts import SETTLED_TOOL_STATES, find_tool_part
 from .reply import AbortScope, StallWatchdog, reply_chunks
 from .streams import ActiveStream
 from .turns import Decision
@@ -267,8 +267,8 @@ class TurnRunner:
 
             def keep(persist: bool = True) -> None:
                 nonlocal kept
-                if not kept and persist:
-                    self._keep(spec, builder)
+                if not kept:
+                    (self._keep if persist else self._keep_settled)(spec, builder)
                 kept = True
 
             # Recovery first (as the SDK routes a stall before it ends the turn): its
@@ -300,6 +300,14 @@ class TurnRunner:
         if aborted:
             result["status"] = "aborted"
         return result
+
+    def _keep_settled(self, spec: TurnSpec, builder: AssistantMessage) -> None:
+        """``persist: False`` for a stalled reply: keep only its settled work (see
+        :meth:`finalize_orphan`)."""
+        kept = settled_prefix(builder.parts)
+        if kept:
+            builder.message["parts"] = kept
+            self._keep(spec, builder)
 
     def _keep(self, spec: TurnSpec, builder: AssistantMessage) -> None:
         """Persist the turn's assistant message; the transcript goes to the other connections
@@ -356,13 +364,18 @@ class TurnRunner:
 
     # -- interrupted turns, tools -----------------------------------------------------------------
     def finalize_orphan(self, active: ActiveStream, *, persist: bool = True) -> None:
-        """A stream whose producer died: keep its partial reply (unless ``persist`` is False),
-        close the stream."""
+        """A stream whose producer died: keep its partial reply, close the stream.
+
+        ``persist=False`` (``on_chat_recovery`` said so) drops only the unsettled tail: settled
+        work — tool calls with their results, and what led to them — is never thrown away
+        (the SDK's rule, cloudflare/agents#1631), so a tool that ran before the kill is not run
+        again by the retry or the continuation."""
         builder = self.partial(active)
-        if persist and builder.parts and builder.id:
+        parts = builder.parts if persist else settled_prefix(builder.parts)
+        if parts and builder.id:
             agent = self._agent
             messages = [m for m in agent.messages if m.get("id") != builder.id]
-            agent.persist_messages([*messages, builder.message])
+            agent.persist_messages([*messages, {**builder.message, "parts": list(parts)}])
         self._agent._chat_streams.complete(active.stream_id, "aborted")
 
     def partial(self, active: ActiveStream) -> AssistantMessage:
@@ -457,6 +470,17 @@ def _answer(part: dict[str, Any], frame: ChatFrame) -> None:
     approval: dict[str, Any] = previous if isinstance(previous, dict) else {}
     part["approval"] = {**approval, "id": approval.get("id", data["toolCallId"]),
                         "approved": approved}  # fmt: skip
+
+
+def settled_prefix(parts: list[Any]) -> list[Any]:
+    """The parts up to the last settled tool part (its result recorded), or ``[]``: what a
+    dropped partial still keeps."""
+    last = max(
+        (i for i, p in enumerate(parts)
+         if isinstance(p, dict) and p.get("toolCallId") and p.get("state") in SETTLED_TOOL_STATES),
+        default=-1,
+    )  # fmt: skip
+    return [copy.deepcopy(p) for p in parts[: last + 1]]
 
 
 def _no_op(*_args: Any, **_kwargs: Any) -> None:
