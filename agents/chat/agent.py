@@ -386,13 +386,16 @@ class AIChatAgent(Agent):
         return record if isinstance(record, Mapping) and "requestId" in record else None
 
     async def _chat_stalled(
-        self, spec: TurnSpec, builder: Any, keep: Callable[..., None]
+        self, spec: TurnSpec, builder: Any, keep: Callable[..., None], transient: Any = None
     ) -> str | None:
-        """A turn's reply stalled (the watchdog fired): recover it within budget, or give up.
-        ``keep(persist)`` persists the partial when recovery says so; returns recovery's
+        """A turn's reply stalled (the watchdog fired) or failed transiently (``transient``, a
+        :class:`~agents.chat.transient.TransientFailure`): recover it within budget, or give
+        up. ``keep(persist)`` persists the partial when recovery says so; returns recovery's
         outcome (``None``: recovery is off)."""
         if self._chat_recovery is not None:
-            return await self._chat_recovery.stalled(spec, list(builder.parts), keep)
+            return await self._chat_recovery.stalled(
+                spec, list(builder.parts), keep, transient=transient
+            )
         return None
 
     async def _chat_recovery_run(self, payload: Any, _schedule: Any = None) -> None:

@@ -63,10 +63,12 @@ from .recovery import (
     record_transient_retry,
     recovering_flag_active,
     recovering_record,
+    recovery_backoff_seconds,
     superseded_reason,
     terminal_record,
     transition_incident,
 )
+from .transient import TransientFailure
 from .turn import TurnSpec, new_request_id
 
 __all__ = ["RECOVERY_CALLBACK", "TurnRecovery"]
@@ -190,13 +192,25 @@ class TurnRecovery:
             origin_ids=_ids(envelope.get("originMessageIds")),
         )
 
-    async def stalled(self, spec: TurnSpec, parts: list[Any], finalize: Callable[..., None]) -> str:
+    async def stalled(
+        self,
+        spec: TurnSpec,
+        parts: list[Any],
+        finalize: Callable[..., None],
+        *,
+        transient: TransientFailure | None = None,
+    ) -> str:
         """A live turn's reply went quiet (the stall watchdog): nothing died, so no interruption
         is counted; each stall is one transient retry (bounded by ``max_attempts``).
         ``finalize(persist)`` keeps the partial as a normal turn's reply (or drops it); the
         attempt continues it, or retries a turn that produced nothing. Returns what happened:
         ``"scheduled"``, ``"exhausted"`` (the terminal error went out), ``"parked"`` or
-        ``"declined"``."""
+        ``"declined"``.
+
+        A ``transient`` failure (a dropped read, a refused recovery turn) takes the same path,
+        but its attempt waits: ``min(2^(n-1), 30)`` s after the ``n``-th transient retry,
+        extended to the provider's ``Retry-After`` (at most 60 s) — the SDK's
+        ``chatRecoveryBackoffSeconds``. A stall retries at once."""
         agent = self._agent
         text = _text_of(parts)
         latest_user = next((m for m in reversed(agent.messages) if m.get("role") == "user"), None)
@@ -213,8 +227,11 @@ class TurnRecovery:
             awaiting_client_interaction=agent.has_pending_interaction(),
         )
         incident = decision.incident
+        delay = 0.0
         if not decision.exhausted:
-            incident, _ = record_transient_retry(incident)
+            incident, retries = record_transient_retry(incident)
+            if transient is not None:
+                delay = recovery_backoff_seconds(retries, transient.retry_after)
         self._store.write(incident, identity.incident_id)
         return await self._proceed(
             decision.events,
@@ -227,6 +244,7 @@ class TurnRecovery:
             created_at=int(agent._core.now()),
             finalize=finalize,
             origin_ids=list(spec.origin_ids),
+            delay=delay,
         )
 
     async def _proceed(
@@ -242,6 +260,7 @@ class TurnRecovery:
         created_at: int,
         finalize: Callable[..., None],
         origin_ids: list[str],
+        delay: float = 0,
     ) -> str:
         """After the decision: give up, park, or ask ``on_chat_recovery`` and schedule.
 
@@ -296,7 +315,7 @@ class TurnRecovery:
             agent._emit(event.type, dict(event.payload))
         self._recovering(True, identity.root_request_id)
         await agent.schedule(
-            0,
+            delay,
             RECOVERY_CALLBACK,
             {
                 "incidentId": identity.incident_id,
@@ -421,7 +440,13 @@ class TurnRecovery:
         elif status == "skipped":
             self._settle(incident, "skipped", "conversation_changed")
         else:
-            self._settle(incident, "failed", str(result.get("error") or status))
+            # The turn sent its own error frame; a client that connects later must learn it
+            # too (the terminal record), never find a reply that merely looks complete.
+            error = str(result.get("error") or status)
+            self._kv.put(
+                CHAT_LAST_TERMINAL_KEY, terminal_record(spec.request_id, error, origin_ids)
+            )
+            self._settle(incident, "failed", error)
 
     # -- endings ------------------------------------------------------------------------------
     def _settle(

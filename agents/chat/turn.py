@@ -42,6 +42,7 @@ from .messages import AssistantMessage, UIMessage
 from .parts import SETTLED_TOOL_STATES, find_tool_part
 from .reply import AbortScope, StallWatchdog, reply_chunks
 from .streams import ActiveStream
+from .transient import TransientFailure, http_refusal, transient_failure
 from .turns import Decision
 
 __all__ = ["ChatMessageOptions", "TurnRunner", "TurnSpec"]
@@ -210,6 +211,7 @@ class TurnRunner:
         agent._chat_resume.started(spec.request_id)
         self._streaming = builder
         watchdog = StallWatchdog(agent._core.now, agent.chat_stream_stall_timeout_ms, abort)
+        transient: TransientFailure | None = None
         try:
             async with AbortScope(abort), watchdog:
                 async for chunk in reply_chunks(reply, spec.request_id, abort):
@@ -228,12 +230,22 @@ class TurnRunner:
                         break
         except Exception as exc:
             if not abort.is_set():
-                streams.mark_error(str(exc))
-                if await agent._chat_compact_after_overflow(spec, exc, compactions):
-                    return _COMPACTED  # the cut-off partial is discarded, never persisted
-                agent._chat_resume.finished()
-                self._keep(spec, builder)
-                return await self._failed(spec, result, exc)
+                failure = transient_failure(exc)
+                if (
+                    failure is not None
+                    and agent._chat_recovery is not None
+                    and (not failure.refused or spec.recovery_root is not None)
+                ):
+                    transient = failure  # a dropped read, or a recovery turn refused for now
+                elif http_refusal(exc) and builder.error_text is None:
+                    builder.error_text = str(exc)  # as streamText: an in-band error
+                else:
+                    streams.mark_error(str(exc))
+                    if await agent._chat_compact_after_overflow(spec, exc, compactions):
+                        return _COMPACTED  # the cut-off partial is discarded, never persisted
+                    agent._chat_resume.finished()
+                    self._keep(spec, builder)
+                    return await self._failed(spec, result, exc)
             # A model that fails because it was cancelled (a read of a cancelled body): the
             # turn was aborted, not failed.
             _log.info("agent %s: turn %s ended by its cancellation: %r", agent.name,
@@ -256,11 +268,12 @@ class TurnRunner:
             self._end(spec, outcome="error")
             result.update(status="error", error=builder.error_text)
             return result
-        if watchdog.stalled:  # the upstream went quiet: kept as it is, recovered within budget
-            agent._emit(
-                "chat:stream:stalled",
-                {"requestId": spec.request_id, "timeoutMs": agent.chat_stream_stall_timeout_ms},
-            )
+        if watchdog.stalled or transient is not None:  # recovered within budget
+            if transient is None:  # the upstream went quiet
+                agent._emit(
+                    "chat:stream:stalled",
+                    {"requestId": spec.request_id, "timeoutMs": agent.chat_stream_stall_timeout_ms},
+                )
             streams.finish("recovering")
             agent._chat_resume.finished()
             kept = False
@@ -273,7 +286,7 @@ class TurnRunner:
 
             # Recovery first (as the SDK routes a stall before it ends the turn): its
             # "recovering" frame, or its give-up, precede this turn's last frame.
-            routed = await agent._chat_stalled(spec, builder, keep)
+            routed = await agent._chat_stalled(spec, builder, keep, transient)
             keep()
             streams.cutover()
             if routed == "scheduled":
@@ -315,8 +328,11 @@ class TurnRunner:
         agent = self._agent
         self._streaming = None  # from here on, the stored message is the one to update
         messages: list[UIMessage] = [m for m in agent.messages if m.get("id") != builder.id]
-        if not builder.parts and not spec.continuation:
-            return
+        content = [
+            p for p in builder.parts if not (isinstance(p, dict) and p.get("type") == "step-start")
+        ]
+        if not content and not spec.continuation:
+            return  # nothing was said (a refused request): only the user's message stays
         exclude = [spec.sender.id] if spec.sender is not None else []
         agent.persist_messages([*messages, builder.message], exclude_broadcast_ids=exclude)
 
