@@ -32,6 +32,7 @@ from .compat.outbound import close_clients
 from .config import Durability
 from .errors import DoemuError
 from .events import EventBus
+from .jsboundary import is_strict
 from .objects import (
     ClassSpec,
     DurableObjectNamespace,
@@ -60,22 +61,65 @@ current_entry: contextvars.ContextVar[Callable[[Awaitable[Any]], None] | None] =
 
 
 class Env:
-    """The ``env`` every object and the entry worker receive: bindings and ``[vars]``."""
+    """The ``env`` every object and the entry worker receive: bindings and ``[vars]``.
+
+    Read by attribute (``env.COUNTER``), as on Cloudflare. There, the Python SDK's env wrapper
+    cannot be listed or indexed: ``dir(env)`` shows only the bindings already read (it caches
+    them as they are), and ``iter(env)``, ``"X" in env`` and ``env["X"]`` raise ``TypeError``.
+    With the JavaScript boundary's rules on, doemu's env behaves the same; under ``--lenient``
+    it can be listed, indexed and searched. A binding that does not exist raises
+    ``AttributeError`` naming the ones that do.
+    """
+
+    __slots__ = ("_read", "_values")
 
     def __init__(self, values: Mapping[str, Any]) -> None:
-        self.__dict__.update(values)
+        object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "_read", set())
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        try:
+            value = values[name]
+        except KeyError:
+            if name.startswith("__"):
+                raise AttributeError(name) from None
+            known = ", ".join(sorted(values)) or "none"
+            raise AttributeError(
+                f"{name} (doemu: this Worker has no binding or variable {name!r}; it has: {known})"
+            ) from None
+        object.__getattribute__(self, "_read").add(name)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._values[name] = value
+
+    def __dir__(self) -> list[str]:
+        if is_strict():
+            return sorted(self._read)
+        return sorted(self._values)
+
+    def _listing(self, what: str) -> None:
+        if is_strict():
+            raise TypeError(
+                f"{what} is not supported by Cloudflare's env (doemu: the Python SDK's env "
+                "wrapper cannot be listed or indexed; read bindings by name: getattr(env, name))"
+            )
 
     def __getitem__(self, name: str) -> Any:
-        return self.__dict__[name]
+        self._listing("env[name]")
+        return self._values[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self.__dict__
+        self._listing("'name' in env")
+        return name in self._values
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.__dict__)
+        self._listing("iter(env)")
+        return iter(self._values)
 
     def __repr__(self) -> str:
-        return f"Env({', '.join(sorted(self.__dict__))})"
+        return f"Env({', '.join(sorted(self._values))})"
 
 
 class Runtime:

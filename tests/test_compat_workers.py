@@ -20,6 +20,7 @@ from doemu.compat.workers import (
     WorkflowEntrypoint,
     handler,
 )
+from doemu.jsboundary import JsException
 
 # -- Headers ------------------------------------------------------------------------------------
 
@@ -295,9 +296,9 @@ def test_response_rejects_unsupported_bodies() -> None:
 
 def test_response_status_rules() -> None:
     msg = "Responses may only be constructed with status codes in the range 200 to 599, inclusive."
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(JsException) as info:  # workerd: a JS RangeError, not a ValueError
         Response(None, status=101)
-    assert str(info.value) == msg
+    assert str(info.value) == f"RangeError: {msg}"
     with pytest.raises(ValueError):
         Response("x", status=600)
     with pytest.raises(TypeError, match=r"^Invalid statusText$"):
@@ -315,7 +316,7 @@ def test_response_with_web_socket() -> None:
     assert resp._web_socket is client
     assert resp.status_text == "Switching Protocols"
     with pytest.raises(
-        ValueError, match=r"^Responses with a WebSocket must have status code 101\.$"
+        JsException, match=r"^RangeError: Responses with a WebSocket must have status code 101\.$"
     ):
         Response(None, web_socket=client)
     with pytest.raises(TypeError, match="web_socket must be a WebSocket"):
@@ -350,9 +351,9 @@ def test_response_redirect() -> None:
     assert resp.headers["location"] == "https://example.com/next"
     assert resp.body is None
     assert Response.redirect("/x", 308).status == 308
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(JsException) as info:
         Response.redirect("/x", 200)
-    assert str(info.value) == (
+    assert info.value.name == "RangeError" and info.value.message == (
         "200 is not a redirect status code. It must be one of: 301, 302, 303, 307, or 308."
     )
     with pytest.raises(TypeError, match="Redirect URL cannot contain"):

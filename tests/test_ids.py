@@ -49,7 +49,17 @@ def test_id_from_string_rejects_foreign_and_accepts_uppercase() -> None:
     assert upper.name is None
 
 
-def test_equality_and_hash_follow_the_hex() -> None:
+def test_ids_compare_with_equals_and_cannot_be_keys() -> None:
+    """workerd: an id is a JS object — ``==`` is identity, ``hash()`` fails; ``equals`` and
+    ``str(id)`` are the portable forms."""
+    a = DurableObjectId(FOO, "foo")
+    b = DurableObjectId(FOO.upper())
+    assert a.equals(b) and a != b and a == a and str(a) == str(b)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(a)
+
+
+def test_lenient_ids_compare_and_hash_by_hex(lenient: None) -> None:
     a = DurableObjectId(FOO, "foo")
     b = DurableObjectId(FOO.upper())
     assert a == b and hash(a) == hash(b)
