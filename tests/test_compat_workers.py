@@ -299,7 +299,7 @@ def test_response_status_rules() -> None:
     with pytest.raises(JsException) as info:  # workerd: a JS RangeError, not a ValueError
         Response(None, status=101)
     assert str(info.value) == f"RangeError: {msg}"
-    with pytest.raises(JsException, match="^RangeError"):
+    with pytest.raises(JsException, match=r"^RangeError"):
         Response("x", status=600)
     with pytest.raises(TypeError, match=r"^Invalid statusText$"):
         Response("x", status_text="a\nb")
