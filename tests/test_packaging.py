@@ -18,13 +18,13 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .wheels import make_venv
+
 IMPORTS = "import agents, workers, js; from pyodide.ffi import to_js"
 
 
@@ -105,35 +105,14 @@ def test_starting_an_interpreter_imports_nothing_of_doemu(
 
 
 @pytest.fixture(scope="module")
-def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv holding doemu's built (non-editable) wheel; doemu's dependencies come from this
-    venv's site-packages through a path-only ``.pth`` (which runs none of that dir's hooks)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    pip = [sys.executable, "-m", "pip"]
-    built = subprocess.run(
-        [*pip, "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp / "dist").glob("doemu-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+def wheel_venv(doemu_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv holding doemu's built (non-editable) wheel (see :func:`tests.wheels.make_venv`)."""
+    names = set(zipfile.ZipFile(doemu_wheel).namelist())
     assert {"doemu-standins.pth", "doemu/py.typed", "agents/py.typed"} <= names
     assert {"workers-stubs/__init__.pyi", "js-stubs/__init__.pyi", "pyodide-stubs/ffi.pyi"} <= names
     assert "doemu/scaffold/template/tests/test_counter.py" in names
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    exe = str(venv / "bin" / "python")
-    installed = subprocess.run(
-        [*pip, "--python", exe, "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert installed.returncode == 0, installed.stderr
-    site = python("import sysconfig; print(sysconfig.get_path('purelib'))", tmp, exe).strip()
-    (Path(site) / "zz-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    venv = tmp_path_factory.mktemp("wheel") / "venv"
+    make_venv(venv, doemu_wheel)
     return venv
 
 

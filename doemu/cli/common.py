@@ -47,6 +47,11 @@ def _fail(message: str) -> NoReturn:
 
 
 def _load(config_path: Path | None, env: str | None = None) -> WorkerConfig:
+    from .installation import agents_problem
+
+    problem = agents_problem()
+    if problem is not None:
+        _fail(problem)
     try:
         config = load_config(config_path, env=env)
     except DoemuError as exc:
