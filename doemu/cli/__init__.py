@@ -182,7 +182,8 @@ def _dev(
 @click.option(
     "--force",
     is_flag=True,
-    help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept).",
+    help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept; "
+    "an existing pyproject.toml and .gitignore get doemu's missing parts appended).",
 )
 def init(directory: Path, force: bool) -> None:
     """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
@@ -195,7 +196,12 @@ def init(directory: Path, force: bool) -> None:
     shown = display_path(directory)
     for path in result.written:
         note = "  (replaced)" if path in result.replaced else ""
-        click.echo(f"  wrote {Path(shown, path).as_posix()}{note}")
+        verb = "merged" if path in result.merged else "wrote"
+        click.echo(f"  {verb} {Path(shown, path).as_posix()}{note}")
+    for path, notes in result.merged.items():
+        kept = "" if path in result.written else " (kept as it is)"
+        for line in notes or ("nothing to add",):
+            click.echo(f"    {path}{kept}: {line}")
     here = directory.resolve() == Path.cwd().resolve()
     cd = "" if here else f"  cd {shlex.quote(shown)}\n"
     click.echo(
