@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -218,7 +219,13 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
-        _fail(f"cannot listen on {http_url(host, port)}: {exc.strerror or exc}")
+        hint = ""
+        if exc.errno == errno.EADDRINUSE:
+            hint = (
+                "; another process (another doemu dev?) serves on that port: stop it, or pass "
+                "--port 0 to pick a free port"
+            )
+        _fail(f"cannot listen on {http_url(host, port)}: {exc.strerror or exc}{hint}")
     return sock
 
 

@@ -16,11 +16,23 @@ from typing import Any
 
 from ...errors import DoemuError
 
-__all__ = ["AdminClient", "AdminUnavailable"]
+__all__ = ["AdminClient", "AdminRefused", "AdminUnavailable"]
 
 
 class AdminUnavailable(DoemuError):
     """No doemu server answers at the admin URL (the CLI then reads the persist dir)."""
+
+
+class AdminRefused(DoemuError):
+    """The server refused the call: the message is the server's own (``no such table: x``),
+    without the HTTP plumbing the CLI's user never asked about; ``status``, ``method`` and
+    ``path`` keep it for code that needs it."""
+
+    def __init__(self, message: str, *, status: int, method: str, path: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.method = method
+        self.path = path
 
 
 class AdminClient:
@@ -47,9 +59,11 @@ class AdminClient:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            raise DoemuError(
-                f"admin API {method} {path}: {exc.code} {_error_message(exc)}"
-            ) from None
+            message = _error_message(exc)
+            if message is None:  # not doemu's JSON refusal: a proxy, another server
+                message = f"the server at {self.base} answered {method} {path} with {exc.code} "
+                message += str(exc.reason)
+            raise AdminRefused(message, status=exc.code, method=method, path=path) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             # URLError: refused or unresolvable; HTTPException: something that does not speak
             # HTTP; OSError: reset or timed out mid-response.
@@ -70,11 +84,11 @@ class AdminClient:
         return self.call("POST", path, body if body is not None else {})
 
 
-def _error_message(exc: urllib.error.HTTPError) -> str:
-    """The server's ``{"error": ...}`` text, or the HTTP reason for a non-doemu answer."""
+def _error_message(exc: urllib.error.HTTPError) -> str | None:
+    """The server's ``{"error": ...}`` text; ``None`` for an answer that is not doemu's."""
     try:
         payload = json.loads(exc.read())
     except (ValueError, OSError):
-        return str(exc.reason)
+        return None
     message = payload.get("error") if isinstance(payload, dict) else None
-    return message if isinstance(message, str) else str(exc.reason)
+    return message if isinstance(message, str) else None
