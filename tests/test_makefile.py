@@ -1,4 +1,4 @@
-"""``make dev`` installs what serving needs and nothing more; the toolchain belongs to ``make test``.
+"""``make dev`` installs what serving needs, nothing more; the toolchain belongs to ``make test``.
 
 The commands are read from ``make -n`` (what make would run, on a venv path that does not
 exist, so every step shows); a real ``make dev`` in a fresh clone was measured for the report.
