@@ -12,6 +12,7 @@ import http.client
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 from ...errors import DoemuError
@@ -78,6 +79,34 @@ class AdminClient:
 
     def get(self, path: str) -> Any:
         return self.call("GET", path)
+
+    def events(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``GET /events`` as ``(type, event)`` pairs, as the server sends them, until it stops.
+
+        The stream has no deadline, connecting included (it is quiet while nothing happens,
+        and a read deadline would end it); failures are reported as by :meth:`call`.
+        """
+        request = urllib.request.Request(self.base + "/events", method="GET")
+        if self.token:
+            request.add_header("authorization", f"Bearer {self.token}")
+        try:
+            response = urllib.request.urlopen(request, timeout=None)
+        except urllib.error.HTTPError as exc:
+            message = _error_message(exc) or f"{exc.code} {exc.reason}"
+            raise AdminRefused(message, status=exc.code, method="GET", path="/events") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            raise AdminUnavailable(f"no doemu server at {self.base}: {exc}") from None
+        with response:
+            kind, data = "message", ""
+            for raw in response:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    data += line[6:]
+                elif not line and data:
+                    yield kind, json.loads(data)
+                    kind, data = "message", ""
 
     def post(self, path: str, body: Any = None) -> Any:
         """POST with a JSON body (``{}`` when none is given: every POST route takes JSON)."""
