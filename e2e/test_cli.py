@@ -134,13 +134,17 @@ def banner(server: DevServer) -> list[str]:
 def test_banner_and_a_graceful_stop_that_keeps_state(
     dev_server: Any, counter_project: Path, stop_signal: signal.Signals
 ) -> None:
-    """1. The banner names the URL, the admin URL, the persist dir and the binding's class.
+    """1. The banner names the URL, the inspector page (which serves), the persist dir and the
+    binding's class.
     2. SIGTERM / SIGINT: exit code 0, port closed.
     3. A new server on the same persist dir has the value written before."""
     server = dev_server(counter_project)
     lines = banner(server)
     assert f"  url:     {server.url}" in lines
-    assert f"  admin:   {server.url}/__doemu/api/health" in lines
+    inspect = [line for line in lines if line.startswith("  inspect: ")]
+    assert inspect and inspect[0].split()[1] == f"{server.url}/__doemu/"
+    page = httpx.get(f"{server.url}/__doemu/")
+    assert page.status_code == 200 and "<title>doemu inspector</title>" in page.text
     assert f"  persist: {server.persist_dir} (persistent)" in lines
     assert "  durable: power (each commit fsynced before its output leaves)" in lines
     assert "  COUNTER → Counter (sql; main module src/entry.py)" in lines

@@ -52,8 +52,9 @@ from .transfer import RequestBody, read_request_body, send_response
 
 __all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
 
-#: Where people look for the inspector; both redirect to the page at ``/__doemu/api/``.
-_INSPECTOR_ALIASES = frozenset({"/__doemu", "/__doemu/"})
+#: Where people look for the inspector: ``/__doemu/`` serves the page (the API's own root serves
+#: it too), ``/__doemu`` redirects there.
+_INSPECTOR_HOME = "/__doemu/"
 
 
 async def _redirect(send: Send, location: str) -> None:
@@ -132,8 +133,14 @@ class DoemuApp:
         kind = scope["type"]
         if kind == "http":
             path: str = scope["path"]
-            if path in _INSPECTOR_ALIASES:  # the inspector page lives with the API it reads
-                await _redirect(send, scope.get("root_path", "") + ADMIN_PREFIX + "/")
+            if path == _INSPECTOR_HOME[:-1]:
+                await _redirect(send, scope.get("root_path", "") + _INSPECTOR_HOME)
+                return
+            if path == _INSPECTOR_HOME:  # the page, under the admin API's access rules
+                child = dict(scope)
+                child["root_path"] = scope.get("root_path", "") + ADMIN_PREFIX
+                child["path"] = "/"
+                await self.admin(child, receive, send)
                 return
             if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
                 child = dict(scope)

@@ -111,6 +111,12 @@ OPENAPI: dict[str, Any] = {
                         "in": "query",
                         "schema": {"type": "integer", "minimum": 0, "default": 1000},
                     },
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "description": "Only keys after this one (paging)",
+                        "schema": {"type": "string"},
+                    },
                 ],
             )
         },

@@ -241,6 +241,7 @@ class AdminRoutes:
             object_file(ns.kind.directory, str(object_id)),
             prefix=request.query_params.get("prefix", ""),
             limit=_int_query(request, "limit", 1000),
+            after=request.query_params.get("after"),
         )
         name = await self._name_of(ns, object_id)
         return JSONResponse({"id": str(object_id), "name": name, "entries": rows})
