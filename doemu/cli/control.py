@@ -193,8 +193,8 @@ def _offline_kv(
     help="text: one line per event; json: each event's JSON, one per line.",
 )
 def tail(target: _Target, output: str) -> None:
-    """Print the server's lifecycle events as they happen (Ctrl-C stops): constructed, evicted,
-    reset, alarm.fired, alarm.retried, alarm.dropped."""
+    """Print the server's events as they happen (Ctrl-C stops): lifecycle events (constructed,
+    evicted, reset, alarm.fired, alarm.retried, alarm.dropped), requests and log lines."""
     try:
         for kind, event in target.client.events():
             if output == "json":
@@ -202,6 +202,15 @@ def tail(target: _Target, output: str) -> None:
                 sys.stdout.flush()
                 continue
             when = _utc(event["timestamp"])[11:23] if "timestamp" in event else ""
+            if kind == "request":
+                line = f"{event['method']} {event['path']} {event['status']} {event['ms']:.1f} ms"
+                click.echo(f"{when} {line}")
+                sys.stdout.flush()
+                continue
+            if kind == "log":
+                click.echo(f"{when} {event['level']} {event['logger']}: {event['message']}")
+                sys.stdout.flush()
+                continue
             who = " ".join(str(event[k]) for k in ("binding", "name") if event.get(k) is not None)
             ident = f"({str(event.get('id', ''))[:12]}…)" if event.get("id") else ""
             extra = " ".join(
