@@ -104,6 +104,11 @@ async def _json_body(request: Request, usage: str) -> dict[str, Any]:
     return body
 
 
+def _ms(when: float | None) -> int | float | None:
+    """An alarm time as Cloudflare's ``getAlarm()`` gives it: whole milliseconds, an integer."""
+    return int(when) if when is not None and when == int(when) else when
+
+
 def _int_query(request: Request, name: str, default: int) -> int:
     text = request.query_params.get(name)
     if text is None:
@@ -228,7 +233,7 @@ class AdminRoutes:
                         "id": found.id,
                         "name": found.name,
                         "state": "live" if host is not None and host.live else "evicted",
-                        "alarm": runtime.alarms.pending((ns.unique_key, found.id)),
+                        "alarm": _ms(runtime.alarms.pending((ns.unique_key, found.id))),
                         "sockets": len(host.sockets) if host is not None else 0,
                         "last_activity": host.last_activity if host is not None else None,
                     }
@@ -311,7 +316,7 @@ class AdminRoutes:
         ns, object_id = await self._existing(request)
         hex_id = str(object_id)
         pending = self.runtime.alarms.pending((ns.unique_key, hex_id))
-        return JSONResponse({"id": hex_id, "scheduled_time": pending})
+        return JSONResponse({"id": hex_id, "scheduled_time": _ms(pending)})
 
     # -- control -----------------------------------------------------------------------------------
     async def run_alarm(self, request: Request) -> Response:
