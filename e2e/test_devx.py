@@ -120,7 +120,7 @@ def test_client_commands_find_a_server_on_another_port(
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert re.search(r"COUNTER\s+[0-9a-f]{64} live\s+found", result.stdout), result.stdout
+    assert re.search(r"COUNTER\s+found\s+[0-9a-f]{64}\s+live", result.stdout), result.stdout
     assert "reading" not in result.stderr
     assert server.stop() == 0
     assert not (server.persist_dir / ".doemu-server.json").exists()
