@@ -4,7 +4,9 @@ Before: an RPC method that raised showed the caller's line and ``stubs.py … fr
 the object's; a failing alarm logged one line without traceback, binding or name; a 500 that
 was not an exception (``fetch`` returning a dict) left only ``GET /x 500`` in the terminal; a
 browser got the same JSON as ``curl``; a constructor without ``super().__init__`` surfaced
-later as a bare ``AttributeError``. The caller's exception type stays what it was.
+later as a bare ``AttributeError``. Over RPC the caller's exception is Cloudflare's (a
+``JsException`` ``PythonError`` carrying the callee's traceback, by default), or under
+``--lenient`` a copy of the callee's, now caused by its frames.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 from workers import DurableObject, Response, WorkerEntrypoint
 
+from doemu.jsboundary import JsException
 from doemu.testing.plugin import HarnessFactory
 from doemu.tracebacks import RemoteTraceback
 
@@ -60,8 +63,23 @@ def _line_of(text: str) -> int:
     return next(i for i, line in enumerate(source, 1) if text in line)
 
 
-async def test_an_rpc_error_shows_the_objects_own_frames(doemu_harness: HarnessFactory) -> None:
+async def test_an_rpc_error_carries_the_objects_own_frames(doemu_harness: HarnessFactory) -> None:
+    """By default, as on Cloudflare: a ``PythonError`` whose message is the callee's traceback
+    (the user's frames only)."""
     h = await doemu_harness({"LEDGER": Ledger})
+    with pytest.raises(JsException) as raised:
+        await h.env.LEDGER.getByName("a").charge(-3)
+    assert raised.value.name == "PythonError"
+    text = raised.value.message
+    assert f'{HERE}", line {_line_of("the line the caller must see")}, in _check' in text
+    assert text.rstrip().endswith("ValueError: negative amount -3")
+    assert "doemu/objects/host.py" not in text
+
+
+async def test_a_lenient_rpc_error_is_caused_by_the_objects_own_frames(
+    doemu_harness: HarnessFactory, lenient: None
+) -> None:
+    h = await doemu_harness({"LEDGER": Ledger}, lenient=True)
     with pytest.raises(ValueError, match="negative amount -3") as raised:
         await h.env.LEDGER.getByName("a").charge(-3)
     cause = raised.value.__cause__
@@ -148,7 +166,7 @@ async def test_an_rpc_error_through_the_entry_worker_names_both_lines(
         async with h.client(entry=Default) as http:
             assert (await http.get("/charge")).status_code == 500
     (logged,) = [r.getMessage() for r in caplog.records if r.name == "doemu.server"]
-    assert "Traceback of Ledger.charge() in the object" in logged
+    assert logged.startswith("GET /charge answered 500: JsException: PythonError")
     assert f'{HERE}", line {_line_of("the line the caller must see")}' in logged
     assert f'{HERE}", line {_line_of("charge(-5)")}, in fetch' in logged
 
@@ -158,9 +176,9 @@ async def test_a_constructor_without_super_init_is_named(
 ) -> None:
     h = await doemu_harness({"FORGETFUL": Forgetful})
     with caplog.at_level(logging.WARNING, logger="doemu.objects"):
-        with pytest.raises(AttributeError) as raised:
+        with pytest.raises(JsException) as raised:
             await h.env.FORGETFUL.getByName("x").value()
-        with pytest.raises(AttributeError):
+        with pytest.raises(JsException):
             await h.env.FORGETFUL.getByName("y").value()
     advice = (
         f"Forgetful.__init__ ({Path(__file__)}:{_line_of('def __init__(self, ctx: Any')}) does "
@@ -168,4 +186,5 @@ async def test_a_constructor_without_super_init_is_named(
     )
     warnings = [r.getMessage() for r in caplog.records if r.name == "doemu.objects"]
     assert len(warnings) == 1 and warnings[0].startswith(advice)  # once per class
-    assert advice in str(raised.value.__cause__)  # and beside the AttributeError itself
+    assert "AttributeError: 'Forgetful' object has no attribute 'ctx'" in raised.value.message
+    assert advice in raised.value.message  # and beside the AttributeError itself

@@ -23,6 +23,7 @@ import pytest
 from workers import DurableObject
 
 from doemu.errors import DataCloneError
+from doemu.jsboundary import JsException
 from doemu.testing.plugin import HarnessFactory
 
 COUNTER = Path(__file__).resolve().parent.parent / "examples" / "counter"
@@ -103,13 +104,24 @@ async def test_a_forgotten_await_names_the_users_method_and_line(
     doemu_harness: HarnessFactory,
 ) -> None:
     h = await doemu_harness({"LEDGER": Ledger})
+    with pytest.raises(JsException) as returned:
+        await h.env.LEDGER.getByName("a").balance()
+    text = returned.value.message
+    assert "cannot be sent over RPC" in text and "did you forget `await`" in text
+    assert f"Ledger.balance ({Path(__file__)}:" in text
+    with pytest.raises(JsException) as used:
+        await h.env.LEDGER.getByName("a").doubled()
+    assert "return value * 2" in used.value.message  # the user's line, the object's frames
+    assert "did you forget `await`" in used.value.message
+
+
+async def test_a_forgotten_await_when_lenient(doemu_harness: HarnessFactory, lenient: None) -> None:
+    h = await doemu_harness({"LEDGER": Ledger}, lenient=True)
     with pytest.raises(DataCloneError) as returned:
         await h.env.LEDGER.getByName("a").balance()
     note = "\n".join(returned.value.__notes__)
-    assert "did you forget `await`" in note
-    assert f"Ledger.balance ({Path(__file__)}:" in note
+    assert "did you forget `await`" in note and f"Ledger.balance ({Path(__file__)}:" in note
     with pytest.raises(TypeError) as used:
         await h.env.LEDGER.getByName("a").doubled()
     printed = "".join(traceback.format_exception(used.value))
-    assert "return value * 2" in printed  # the user's line, from the object's own frames
-    assert "did you forget `await`" in printed
+    assert "return value * 2" in printed and "did you forget `await`" in printed

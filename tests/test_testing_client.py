@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from js import WebSocketPair
+from pyodide.ffi import to_js
 from workers import DurableObject, Response, WorkerEntrypoint
 
 from doemu.testing.client import WebSocketClosed, WebSocketRefused
@@ -23,7 +24,7 @@ class Room(DurableObject):
         if request.headers.get("upgrade") != "websocket":
             return Response("a room wants a WebSocket", status=426)
         client, server = WebSocketPair.new().object_values()
-        self.ctx.acceptWebSocket(server, ["member"])
+        self.ctx.acceptWebSocket(server, to_js(["member"]))
         return Response(None, status=101, web_socket=client)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:

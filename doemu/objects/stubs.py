@@ -228,16 +228,22 @@ class DurableObjectStub:
             try:
                 check_rpc_value(result)  # the SDK refuses these in the callee, after the method
             except TypeError as exc:
+                self._unawaited(exc, result, method)
                 raise python_error(exc) from None
         try:
             copied = clone.clone(result)
         except DataCloneError as exc:
-            if inspect.isawaitable(result):  # e.g. `return self.ctx.storage.get(k)`, no await
-                exc.add_note(forgot_await(method_location(self._ns.kind.cls, method)))
-                if inspect.iscoroutine(result):
-                    result.close()  # explained here: no "never awaited" warning on top
+            self._unawaited(exc, result, method)
             raise
         return from_rpc_result(copied) if strict else copied
+
+    def _unawaited(self, exc: BaseException, result: Any, method: str) -> None:
+        """A result refused because it is an awaitable (``return self.ctx.storage.get(k)``,
+        no ``await``): say so, naming the method's file and line."""
+        if inspect.isawaitable(result):
+            exc.add_note(forgot_await(method_location(self._ns.kind.cls, method)))
+            if inspect.iscoroutine(result):
+                result.close()  # explained here: no "never awaited" warning on top
 
     def __repr__(self) -> str:
         return f"DurableObjectStub({self._ns.class_name}, {self.id})"
