@@ -43,10 +43,17 @@ def test_run_alarm_clock_kv_and_tail_through_the_cli(
         text=True,
     )
     events: list[dict[str, Any]] = []
+    notices: list[str] = []
     threading.Thread(
         target=lambda: events.extend(json.loads(line) for line in tail.stdout or ()), daemon=True
     ).start()
+    threading.Thread(target=lambda: notices.extend(tail.stderr or ()), daemon=True).start()
     try:
+        eventually_sync(
+            lambda: any("(following " in line for line in notices),
+            within=30,
+            what="tail to be connected (from then on no event is missed)",
+        )
         name = unique("cli-control")
         written = json.loads(ok(doemu(server, "kv", "COUNTER", name, "colour", "--put", '"blue"')))
         assert written == {"id": object_id(name), "key": "colour", "put": True}
@@ -70,6 +77,7 @@ def test_run_alarm_clock_kv_and_tail_through_the_cli(
         assert len(httpx.get(f"{server.url}/COUNTER/{name}/alarms").json()) == 1
         eventually_sync(
             lambda: {"constructed", "alarm.fired"} <= {e["type"] for e in events},
+            within=30,
             what="tail to print the events",
         )
         mine = [e for e in events if e.get("id") == object_id(name)]
@@ -77,7 +85,7 @@ def test_run_alarm_clock_kv_and_tail_through_the_cli(
     finally:
         tail.send_signal(signal.SIGINT)
         tail.wait(timeout=10)
-    assert "Traceback" not in (tail.stderr.read() if tail.stderr else "")
+    assert "Traceback" not in "".join(notices)
 
 
 def test_control_commands_without_a_server_say_they_need_one(counter_project: Path) -> None:

@@ -197,6 +197,9 @@ def tail(target: _Target, output: str) -> None:
     evicted, reset, alarm.fired, alarm.retried, alarm.dropped), requests and log lines."""
     try:
         for kind, event in target.client.events():
+            if kind == "connected":  # on stderr: stdout stays one event per line
+                click.echo(f"(following {target.client.base}/events; Ctrl-C stops)", err=True)
+                continue
             if output == "json":
                 click.echo(json.dumps({"type": kind, **event}))
                 sys.stdout.flush()

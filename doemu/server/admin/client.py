@@ -83,8 +83,10 @@ class AdminClient:
     def events(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """``GET /events`` as ``(type, event)`` pairs, as the server sends them, until it stops.
 
-        The stream has no deadline, connecting included (it is quiet while nothing happens,
-        and a read deadline would end it); failures are reported as by :meth:`call`.
+        The first pair is ``("connected", {})``, once the server has subscribed this stream:
+        nothing that happens after it can be missed. The stream has no deadline, connecting
+        included (it is quiet while nothing happens, and a read deadline would end it); failures
+        are reported as by :meth:`call`.
         """
         request = urllib.request.Request(self.base + "/events", method="GET")
         if self.token:
@@ -97,6 +99,7 @@ class AdminClient:
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             raise AdminUnavailable(f"no doemu server at {self.base}: {exc}") from None
         with response:
+            yield "connected", {}  # the server subscribed before it sent the headers
             kind, data = "message", ""
             for raw in response:
                 line = raw.decode("utf-8").rstrip("\r\n")
