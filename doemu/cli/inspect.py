@@ -157,10 +157,30 @@ def objects(
         found = _offline_objects(target, binding)
     if not found:  # on stderr: stdout stays empty for scripts
         click.echo(f"no objects{f' of {binding}' if binding else ''} yet", err=True)
-    for item in found:
-        alarm = "" if item.get("alarm") is None else f" alarm={item['alarm']:.0f}"
-        name = item.get("name") or "-"
-        click.echo(f"{item['binding']:<12} {item['id']} {item['state']:<8} {name}{alarm}")
+        return
+    _echo_rows(
+        ["binding", "name", "id", "state", "alarm (ms)", "alarm (UTC)"],
+        [
+            [
+                item["binding"],
+                item.get("name") or "-",
+                item["id"],
+                item["state"],
+                "-" if item.get("alarm") is None else f"{item['alarm']:.0f}",
+                "-" if item.get("alarm") is None else _when(item["alarm"]),
+            ]
+            for item in found
+        ],
+    )
+
+
+def _echo_rows(header: list[str], rows: list[list[str]]) -> None:
+    """Aligned columns under a header row (the last column is not padded)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
 
 
 def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any]]:
@@ -271,11 +291,20 @@ def alarms(
     pending = [item for item in found if item.get("alarm") is not None]
     if not pending:  # on stderr: stdout stays empty for scripts
         click.echo("no pending alarms", err=True)
-    for item in pending:
-        if item.get("alarm") is not None:
-            name = item.get("name") or "-"
-            when = f"{item['alarm']:.0f} {_when(item['alarm'])}"
-            click.echo(f"{item['binding']:<12} {item['id']} {name} {when}")
+        return
+    _echo_rows(
+        ["binding", "name", "id", "alarm (ms)", "alarm (UTC)"],
+        [
+            [
+                item["binding"],
+                item.get("name") or "-",
+                item["id"],
+                f"{item['alarm']:.0f}",
+                _when(item["alarm"]),
+            ]
+            for item in pending
+        ],
+    )
 
 
 def _control(action: str, help_text: str) -> None:

@@ -348,7 +348,7 @@ def _check_unique_binding_names(
 def _warn_about_keys(check: Checker, raw: Mapping[str, Any]) -> None:
     unknown = [key for key in raw if key not in _KNOWN_KEYS | _IGNORED_KEYS | _UNSUPPORTED_KEYS]
     if unknown:
-        warning = unexpected("top-level", unknown, ())
+        warning = unexpected("top-level", unknown, (), _KNOWN_KEYS | _UNSUPPORTED_KEYS)
         assert warning is not None
         check.warnings.append(warning)
     for key in raw:

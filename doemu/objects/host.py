@@ -31,6 +31,7 @@ from ..sockets.registry import SocketRegistry
 from ..storage import DurableObjectStorage, ObjectStorage
 from ..storage.files import FileClosing
 from .context import DurableObjectState
+from .diagnostics import check_constructed
 from .gates import (
     BLOCK_CONCURRENCY_NESTING_MESSAGE,
     BLOCK_CONCURRENCY_TIMEOUT_MESSAGE,
@@ -153,6 +154,7 @@ class ObjectHost:
             raise
         finally:
             current_host.reset(token)
+        check_constructed(self.instance)
         self.state = Lifecycle.ACTIVE
         services.activated(self)
         services.emit("constructed", binding=kind.binding, id=self.hex_id, name=self.id.name)

@@ -6,9 +6,10 @@ only, so the same folder deploys with ``pywrangler deploy``:
 * ``wrangler.toml``: one SQLite-backed Durable Object class, its binding and its migration;
 * ``src/entry.py``: the ``Counter`` object (SQL, an alarm) and a ``Default`` entry worker;
 * ``tests/test_counter.py``: in-process tests on doemu's pytest fixtures;
-* ``pyproject.toml``: the pytest settings the tests need (``src`` on ``pythonpath``), nothing
-  else: doemu's plugin loads itself and runs ``async def`` tests;
-* ``.gitignore``: doemu's state directory ``.doemu/``.
+* ``pyproject.toml``: the pytest settings the tests need (``src`` on ``pythonpath``) and doemu
+  and pytest as a development dependency group, nothing else: doemu's plugin loads itself and
+  runs ``async def`` tests;
+* ``.gitignore``: doemu's state directory ``.doemu/`` and the secrets file ``.dev.vars``.
 
 The template is kept as real files (linted, and run by the tests that check ``doemu init``)
 rather than strings; ``{{name}}`` and ``{{compatibility_date}}`` are filled in. The dotfile is
@@ -16,18 +17,20 @@ stored as ``gitignore``, which every packaging tool copies.
 
 Nothing is ever overwritten silently: a directory holding anything but hidden entries (``.git``,
 ``.venv``, …) is refused unless ``force`` is set, and even then only the template's own files
-are written; the user's other files stay untouched.
+are written; the user's other files stay untouched, and an existing ``pyproject.toml`` or
+``.gitignore`` is merged rather than replaced (:mod:`.merge`: doemu's missing parts appended).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
 from ..errors import DoemuError
+from .merge import Merged, merge_gitignore, merge_pyproject
 
 __all__ = ["TEMPLATE_FILES", "InitError", "InitResult", "project_name", "write_project"]
 
@@ -39,6 +42,9 @@ TEMPLATE_FILES: dict[str, str] = {
     "pyproject.toml": "pyproject.toml",
     "gitignore": ".gitignore",
 }
+
+#: Project files that hold the user's own content too: merged, never replaced (see .merge).
+_MERGED = {"pyproject.toml": merge_pyproject, ".gitignore": merge_gitignore}
 
 
 class InitError(DoemuError):
@@ -53,6 +59,8 @@ class InitResult:
     name: str
     written: tuple[str, ...]
     replaced: tuple[str, ...]
+    #: Existing files merged rather than replaced (see :mod:`.merge`) → what the merge says.
+    merged: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def project_name(directory: Path) -> str:
@@ -86,13 +94,20 @@ def write_project(
     for target in TEMPLATE_FILES.values():  # check all before writing any
         if (directory / target).is_dir():
             raise InitError(f"{directory / target} is a directory; the project needs a file there")
-    replaced = [t for t in TEMPLATE_FILES.values() if (directory / t).exists()]
+    replaced = [t for t in TEMPLATE_FILES.values() if (directory / t).exists() and t not in _MERGED]
+    merged: dict[str, tuple[str, ...]] = {}
     written: list[str] = []
     for source, target in TEMPLATE_FILES.items():
         text = template.joinpath(source).read_text(encoding="utf-8")
         text = text.replace("{{name}}", name).replace("{{compatibility_date}}", date)
         path = directory / target
+        if target in _MERGED and path.exists():
+            result: Merged = _MERGED[target](path.read_text(encoding="utf-8"), text)
+            merged[target] = result.notes
+            if result.text is None:
+                continue
+            text = result.text
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(target)
-    return InitResult(directory, name, tuple(written), tuple(replaced))
+    return InitResult(directory, name, tuple(written), tuple(replaced), merged)

@@ -128,7 +128,7 @@ def banner(
             click.echo(f"  network: {http_url(lan, port)}")
         if settings.admin_token is None:
             click.echo("  note:    the admin API answers loopback only (--admin-token shares it)")
-    click.echo(f"  admin:   {url}/__doemu/api/health")
+    click.echo(f"  inspect: {url}/__doemu/  (objects, storage, alarms, events; API under /api)")
     click.echo(f"  persist: {persist}")
     click.echo(f"  durable: {_DURABILITY_LINES[settings.durability]}")
     click.echo(f"  loop:    {_loop_name(asyncio.get_running_loop())}")

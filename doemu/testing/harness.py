@@ -25,6 +25,7 @@ from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
 from .chaos import ChaosRuntime, ChaosSettings, ChaosStats
+from .client import ASGIWebSocket
 
 __all__ = ["WorkerHarness"]
 
@@ -104,7 +105,7 @@ class WorkerHarness:
         set_strict(not kwargs.get("lenient", False))  # the import obeys the rules too
         loaded = load_worker(worker)
         kwargs.setdefault("vars", worker.vars)
-        return cls(
+        harness = cls(
             {
                 b.name: ClassSpec(
                     loaded.classes[b.class_name].cls, loaded.classes[b.class_name].sql
@@ -115,6 +116,8 @@ class WorkerHarness:
             class_names={b.name: b.class_name for b in worker.bindings},
             **kwargs,
         )
+        harness.entry = loaded.entry
+        return harness
 
     def _new_runtime(self) -> Runtime:
         options: dict[str, Any] = {
@@ -235,6 +238,33 @@ class WorkerHarness:
     def reset(self, binding: str, name: str, reason: str | None = None) -> bool:
         """Abort in-flight work and drop the instance; False if it was not live."""
         return self.control.reset(binding, name, reason)
+
+    # -- HTTP and WebSocket, in process ----------------------------------------------------------
+    #: The project's ``Default`` entry worker (:meth:`from_config` sets it); ``None``: requests
+    #: go through the default router (``/<BINDING>/<name>/<path>``), as under ``doemu dev``.
+    entry: type | None = None
+
+    def app(self, entry: type | None = None) -> Any:
+        """doemu's ASGI app (what ``doemu dev`` serves) on this harness's current runtime."""
+        from ..server.app import DoemuApp
+
+        return DoemuApp(self.runtime, entry=entry if entry is not None else self.entry)
+
+    def client(self, entry: type | None = None, **kwargs: Any) -> Any:
+        """An ``httpx.AsyncClient`` to the Worker, in process (see :mod:`.client`): ``async
+        with h.client() as http: await http.post("/counter/alice")``. ``entry`` overrides
+        :attr:`entry`; other keywords go to ``httpx.AsyncClient``."""
+        import httpx
+
+        transport = httpx.ASGITransport(app=self.app(entry), client=("127.0.0.1", 50000))
+        kwargs.setdefault("base_url", "http://testserver")
+        return httpx.AsyncClient(transport=transport, **kwargs)
+
+    def websocket(self, path: str, entry: type | None = None, **kwargs: Any) -> ASGIWebSocket:
+        """A WebSocket to the Worker, in process: ``async with h.websocket("/ROOM/lobby") as
+        ws: await ws.send_text("hi"); await ws.receive_text()``. Keywords (``headers``,
+        ``subprotocols``, ``timeout``) go to :class:`~doemu.testing.client.ASGIWebSocket`."""
+        return ASGIWebSocket(self.app(entry), path, **kwargs)
 
 
 def _class_name(cls: type | ClassSpec) -> str:

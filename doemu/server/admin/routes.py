@@ -48,6 +48,7 @@ _log = logging.getLogger("doemu.admin")
 
 _SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _CLOCK_BODY = 'expected a JSON body like {"advance_ms": 1000}'
+_KV_BODY = 'expected a JSON body like {"value": "any JSON value"}'
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -101,6 +102,11 @@ async def _json_body(request: Request, usage: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise HttpError(400, f"{usage}; got {type(body).__name__}")
     return body
+
+
+def _ms(when: float | None) -> int | float | None:
+    """An alarm time as Cloudflare's ``getAlarm()`` gives it: whole milliseconds, an integer."""
+    return int(when) if when is not None and when == int(when) else when
 
 
 def _int_query(request: Request, name: str, default: int) -> int:
@@ -227,7 +233,7 @@ class AdminRoutes:
                         "id": found.id,
                         "name": found.name,
                         "state": "live" if host is not None and host.live else "evicted",
-                        "alarm": runtime.alarms.pending((ns.unique_key, found.id)),
+                        "alarm": _ms(runtime.alarms.pending((ns.unique_key, found.id))),
                         "sockets": len(host.sockets) if host is not None else 0,
                         "last_activity": host.last_activity if host is not None else None,
                     }
@@ -240,9 +246,34 @@ class AdminRoutes:
             object_file(ns.kind.directory, str(object_id)),
             prefix=request.query_params.get("prefix", ""),
             limit=_int_query(request, "limit", 1000),
+            after=request.query_params.get("after"),
         )
         name = await self._name_of(ns, object_id)
         return JSONResponse({"id": str(object_id), "name": name, "entries": rows})
+
+    async def object_kv_write(self, request: Request) -> Response:
+        """``PUT …/kv/{key}`` ``{"value": …}`` and ``DELETE …/kv/{key}``: an event of the object
+        (it is created, as a request would create it), through its own ``ctx.storage.kv``."""
+        ns, object_id = self._address(request)
+        key = _param(request, "key")
+        value: Any = None
+        if request.method == "PUT":
+            body = await _json_body(request, _KV_BODY)
+            if "value" not in body:
+                raise HttpError(400, f"{_KV_BODY}; 'value' is missing")
+            value = body["value"]
+        host = ns.host(object_id)
+
+        def run(_instance: Any) -> dict[str, Any]:
+            storage = host.storage
+            assert storage is not None  # the host activated the object for this event
+            if request.method == "PUT":
+                storage.kv.put(key, value)
+                return {"id": str(object_id), "key": key, "put": True}
+            return {"id": str(object_id), "key": key, "deleted": bool(storage.kv.delete(key))}
+
+        result: dict[str, Any] = await host.call("admin.kv", run)
+        return JSONResponse(result)
 
     async def object_sql(self, request: Request) -> Response:
         ns, object_id = self._address(request)
@@ -285,7 +316,7 @@ class AdminRoutes:
         ns, object_id = await self._existing(request)
         hex_id = str(object_id)
         pending = self.runtime.alarms.pending((ns.unique_key, hex_id))
-        return JSONResponse({"id": hex_id, "scheduled_time": pending})
+        return JSONResponse({"id": hex_id, "scheduled_time": _ms(pending)})
 
     # -- control -----------------------------------------------------------------------------------
     async def run_alarm(self, request: Request) -> Response:
@@ -339,6 +370,7 @@ class AdminRoutes:
             Route("/namespaces", _endpoint(self.namespaces)),
             Route("/objects", _endpoint(self.objects)),
             Route(obj + "/kv", _endpoint(self.object_kv)),
+            Route(obj + "/kv/{key}", _endpoint(self.object_kv_write), methods=["PUT", "DELETE"]),
             Route(obj + "/sql", _endpoint(self.object_sql), methods=["POST"]),
             Route(obj + "/alarm", _endpoint(self.object_alarm)),
             Route(obj + "/alarm/run", _endpoint(self.run_alarm), methods=["POST"]),
