@@ -1,8 +1,8 @@
 """Plumbing the workerd runner must get right, served the same way by doemu dev.
 
-    GET /vars                    the env's variables (text and JSON)
-    GET /fetch?url=<url>         workers.fetch(url): its status and body
-    GET /storage/<BINDING>/<n>   the object's kind of storage: KV always, SQL only if SQLite-backed
+GET /vars                    the env's variables (text and JSON)
+GET /fetch?url=<url>         workers.fetch(url): its status and body
+GET /storage/<BINDING>/<n>   the object's kind of storage: KV always, SQL only if SQLite-backed
 """
 
 import json
