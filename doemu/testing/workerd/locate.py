@@ -20,6 +20,7 @@ Where things are: ``DOEMU_PYWORKERD`` names the pyworkerd folder, else
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import threading
@@ -118,6 +119,17 @@ def _setup(source: Path, home: Path, timeout: float) -> PyworkerdPaths:
     script = source / "setup.sh"
     if not script.is_file():
         raise PyworkerdUnavailableError(f"{script} does not exist", missing=str(script))
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PyworkerdUnavailableError(f"cannot create {home}: {exc}", missing=str(home)) from None
+    # Two test runs preparing one home at once would race in `npm ci`: one at a time.
+    with (home / ".doemu-setup.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _run_setup(script, home, timeout)
+
+
+def _run_setup(script: Path, home: Path, timeout: float) -> PyworkerdPaths:
     try:
         done = subprocess.run(
             ["bash", str(script), str(home)],
