@@ -74,6 +74,8 @@ def running(server: TargetServer) -> TargetServer:
 
 
 def _target_of(nodeid: str) -> str | None:
+    if "differential/" not in nodeid:
+        return None
     for name in TARGETS:
         if f"[{name}" in nodeid or f"-{name}]" in nodeid or f"-{name}-" in nodeid:
             return name
