@@ -152,8 +152,9 @@ def start_server(
 
 
 def stored_alarm(server: TargetServer, binding: str, name: str) -> int | None:
-    """The alarm time (epoch ms) stored for object ``name``, read from the namespace's
-    ``metadata.sqlite`` (``_cf_ALARM``, the same table on both targets), or ``None``."""
+    """The alarm time (epoch ms) stored for object ``name``, or ``None``: read from the
+    namespace's ``metadata.sqlite`` (``_cf_ALARM``, the same table on both targets; workerd
+    stores nanoseconds, doemu milliseconds)."""
     config = server.config
     key = config.unique_key(config.binding(binding))
     path = metadata_file(namespace_dir(server.persist_dir, key))
@@ -168,4 +169,6 @@ def stored_alarm(server: TargetServer, binding: str, name: str) -> int | None:
             ).fetchone()
         except sqlite3.OperationalError:
             return None  # no table yet: no alarm was ever set
-    return None if row is None or row[0] is None else int(row[0])
+    if row is None or row[0] is None:
+        return None
+    return int(row[0]) // 1_000_000 if isinstance(server, WorkerdServer) else int(row[0])

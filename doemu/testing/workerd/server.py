@@ -15,10 +15,13 @@ the log) in its own process group; ``kill()`` is a SIGKILL to the group, a crash
 ``localDisk`` SQLite files keep exactly what was committed, and a ``restart()`` on the same
 persist dir is a genuine crash recovery (a stored alarm fires with no request).
 
-``start()`` returns once the Worker answers HTTP (Pyodide takes 5-7 s to load); a Worker that
-fails to load (an import error, entropy at import) makes workerd exit with the traceback in its
-log. When workerd exits first or the deadline passes, ``start()`` raises
-:class:`WorkerdStartError` with the log's tail.
+``start()`` returns once the Worker answers HTTP (``GET /``, any status; Pyodide takes 5-7 s to
+load on an idle machine). A Worker that fails to load (an import error, entropy at import) makes
+workerd exit with the traceback in its log; when workerd exits first or the deadline passes,
+``start()`` raises :class:`WorkerdStartError` with the log's tail.
+
+``kv()`` is the one ``DevServer`` reader not offered: workerd stores KV values in V8's
+serialization format, doemu in msgpack; read KV through the Worker instead.
 """
 
 from __future__ import annotations
