@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ...config import WorkerConfig, resolve_vars
+from ...persist import unique_key
 from .locate import WorkerdError
 from .router import ROUTER_MODULE, defines_default, router_source
 from .vendor import Module, vendored_modules
@@ -144,8 +145,11 @@ def plan_worker(
     flags += [flag for flag in REQUIRED_FLAGS if flag not in flags]
     class_names = list(worker.classes)
     class_names += [b.class_name for b in worker.bindings if b.class_name not in class_names]
+    # persist.unique_key refuses a key that could not be a directory name (workerd's localDisk
+    # names a directory after it, as doemu does).
     namespaces = tuple(
-        Namespace(name, worker.unique_key(name), worker.sql_enabled(name)) for name in class_names
+        Namespace(name, unique_key(worker.name, name), worker.sql_enabled(name))
+        for name in class_names
     )
     bindings = [Binding(b.name, "durableObjectNamespace", b.class_name) for b in worker.bindings]
     for key, value in resolve_vars(worker, vars).values.items():
