@@ -837,6 +837,8 @@ def _near(v: float | None, threshold: float, decimals: int | None = None) -> str
 def _target_cells(t: dict[str, Any], rows: dict[str, Any]) -> str:
     """This harness's cell of a target: median and worst round, judged on the worst."""
     row, th = rows[t["row"]], t["threshold"]
+    if t["value"] is None:
+        return "n/a"
     if t["kind"] == "ratio_min":
         val = f"{_near(t['value'], th)}× workerd ({_near(t['worst'], th)}×)"
     else:
