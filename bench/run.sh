@@ -25,8 +25,14 @@ cd "$repo"
 RESULTS="$repo/bench/results"
 BPY="$repo/bench/.venv/bin/python"
 
+# BENCHMARKS.md describes one commit: no run on uncommitted changes to the code it measures,
+# and no report written into a tree whose measured code differs from the commit measured
+# (bench/provenance.py). BENCH_ALLOW_DIRTY=1 allows both, and the report then says it is a draft.
+DIRTY_OK=()
+[ "${BENCH_ALLOW_DIRTY:-0}" = 1 ] && DIRTY_OK=(--allow-dirty)
+
 if [ "${1:-}" = "--summarize" ]; then
-  "$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md"
+  "$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md" "${DIRTY_OK[@]}"
   exit 0
 fi
 
@@ -44,6 +50,8 @@ WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
 
 say() { printf '\n== %s\n' "$*" >&2; }
+
+if [ "${#DIRTY_OK[@]}" = 0 ]; then python3 bench/provenance.py check-clean; fi
 
 # ---------------------------------------------------------------- tools
 say "setting up"
@@ -116,7 +124,8 @@ doemu_process_cmd() { doemu_at "$1" "$2" process; }
 doemu_equal_cmd() { doemu_at "$1" "$2" power "--idle-timeout $EQUAL_IDLE --max-live-objects $EQUAL_CAP"; }
 workerd_cmd() { echo "exec $repo/bench/peer/serve.sh $1 $2"; }
 # The chat rows' servers (phase i): the same agent on each, the fake provider's URL as the third
-# argument (doemu: [vars] PROVIDER_URL; workerd: the PROVIDER_URL environment binding).
+# argument (doemu: --var OPENAI_BASE_URL; workerd: the PROVIDER_URL environment binding). doemu's
+# fan-out runs twice: the agent a user writes (model_reply, judged) and its lighter path (--light).
 doemu_chat_cmd() { echo "exec $repo/bench/app/chat/serve.sh $1 $2 $3 --durability power"; }
 workerd_chat_cmd() { echo "exec $repo/bench/peer-chat/serve.sh $1 $2 $3"; }
 # The agent-server rows' server (phase j, doemu only): bench/app/server, the fake provider's URL
@@ -158,6 +167,7 @@ chat_run() {  # label, index: the chat rows against one fresh chat server and fr
   logged "$BPY" bench/chatload.py --label "$label" --port "$port" --provider-port "$pport" \
     ${BENCH_CHAT_ARGS:-} --server-cmd "$("${label}_chat_cmd" "$port" "$state" "http://127.0.0.1:$pport/v1")" \
     --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" --merge \
+    $([ "$label" = doemu ] && echo --light) \
     $([ "$i" = 1 ] && echo --frames-log "$RESULTS/$label-chat-frames.json") > /dev/null
 }
 
@@ -246,5 +256,5 @@ fi
 
 rm -rf "$WORK"
 "$BPY" bench/envinfo.py "$RESULTS/env.json" --finish "$((SECONDS - t_start))"
-"$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md"
+"$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md" "${DIRTY_OK[@]}"
 say "wrote BENCHMARKS.md ($(( (SECONDS - t_start) / 60 )) min)"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 from http import HTTPMethod
+from typing import Any
 
 import pytest
 
@@ -21,6 +24,8 @@ from doemu.compat.workers import (
     handler,
 )
 from doemu.jsboundary import JsException
+from doemu.objects.context import DurableObjectState
+from doemu.server.app import EntryContext
 
 # -- Headers ------------------------------------------------------------------------------------
 
@@ -409,13 +414,33 @@ def test_handler_is_identity() -> None:
     assert handler(fn) is fn
 
 
-def test_context_protocol() -> None:
-    class Ctx:
-        def waitUntil(self, other: object) -> None:
-            pass
+def test_the_contexts_doemu_builds_offer_what_the_context_protocol_promises() -> None:
+    """``Context`` is what ``ctx`` offers every entrypoint; the two doemu builds — the Worker
+    entrypoint's and a Durable Object's — both have ``waitUntil`` with the protocol's shape
+    (one awaitable, positional). A ctx class that lost it, or renamed it, fails here."""
+    wanted = inspect.signature(Context.waitUntil).parameters
+    assert list(wanted) == ["self", "other"]
+    for cls in (EntryContext, DurableObjectState):
+        method = getattr(cls, "waitUntil", None)
+        assert callable(method), f"{cls.__name__} has no waitUntil"
+        params = list(inspect.signature(method).parameters.values())
+        assert len(params) == len(wanted), (cls.__name__, params)
+        assert params[1].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (cls.__name__, params)
 
-    ctx: Context = Ctx()
-    assert hasattr(ctx, "waitUntil")
+
+async def test_the_entry_context_runs_what_it_is_given_and_forgets_it_once_settled() -> None:
+    tasks: set[asyncio.Task[Any]] = set()
+    ctx: Context = EntryContext(tasks)
+    ran = asyncio.Event()
+
+    async def work() -> None:
+        ran.set()
+
+    ctx.waitUntil(work())
+    assert len(tasks) == 1  # held, so the task is not garbage-collected mid-way
+    await asyncio.wait_for(ran.wait(), timeout=5)
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
+    assert tasks == set()
 
 
 def test_env_forwards_to_the_registered_env() -> None:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from doemu.errors import InvalidIdError
-from doemu.ids import INVALID_ID_FOREIGN, INVALID_ID_HEX, DurableObjectId, IdFactory, is_hex_id
+from doemu.ids import DurableObjectId, IdFactory, is_hex_id
+
+# The error texts spelled out (golden), not imported from doemu: a drift in doemu's copy of
+# Cloudflare's wording must fail a test.
+INVALID_ID_FOREIGN = "Durable Object ID is not valid for this namespace."
+INVALID_ID_HEX = "Invalid Durable Object ID: must be 64 hex digits"
 
 FOO = "8d8d52167eba73e7f0268ab71258e747f36d3bda25975c74ec438beeadb76dd6"
 BAR = "2caa716bd34e4a78cd24ea59e3fa4180b9c8fc1872aa01aaaa473bffc0863b43"

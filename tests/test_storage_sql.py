@@ -13,18 +13,28 @@ import pytest
 from doemu.errors import SqlError, SqlNotAllowedError, StorageError
 from doemu.jsboundary import JsException
 from doemu.storage import IteratorResult, ObjectStorage, SqlRow
-from doemu.storage.messages import (
-    ONE_MULTIPLE,
-    ONE_NONE,
-    SQL_BINDINGS_ON_EARLIER_STATEMENT,
-    SQL_NO_STATEMENT,
-    SQL_NOT_ENABLED,
-    SQL_TRANSACTION,
-    SQL_WRONG_BINDING_COUNT,
-)
 from doemu.storage.sql import split_statements
 
 from .settled import settled
+
+# The error texts spelled out (golden), not imported from doemu: a drift in doemu's copy of
+# Cloudflare's wording must fail a test.
+ONE_MULTIPLE = "Expected exactly one result from SQL query, but got multiple results."
+ONE_NONE = "Expected exactly one result from SQL query, but got no results."
+SQL_BINDINGS_ON_EARLIER_STATEMENT = (
+    "When executing multiple SQL statements in a single call, only the last statement can "
+    "have parameters."
+)
+SQL_NO_STATEMENT = "SQL code did not contain a statement."
+SQL_NOT_ENABLED = "SQL is not enabled for this Durable Object class."
+SQL_TRANSACTION = (
+    "To execute a transaction, please use the state.storage.transaction() or "
+    "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT "
+    "statements. The JavaScript API is safer because it will automatically roll back on "
+    "exceptions, and because it interacts correctly with Durable Objects' automatic atomic "
+    "write coalescing."
+)
+SQL_WRONG_BINDING_COUNT = "Wrong number of parameter bindings for SQL query."
 
 
 @pytest.fixture
