@@ -12,7 +12,6 @@ from workers import DurableObject
 
 from doemu.errors import BlockConcurrencyTimeoutError, DurableObjectAbort, ObjectResetError
 from doemu.jsboundary import JsException
-from doemu.objects import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
 from doemu.persist import object_file
 from doemu.testing.plugin import HarnessFactory
 
