@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from .alarms import AlarmKey, AlarmService
+from .bindings import WorkerBindings
 from .clock import Clock, SystemClock
 from .compat import set_clock, set_env, set_output_gate, set_wait_until
 from .compat.outbound import close_clients
 from .config import Durability
+from .config.bindings import WorkerResources
 from .errors import DoemuError
 from .events import EventBus
 from .objects import (
@@ -94,6 +96,7 @@ class Runtime:
         limits: StorageLimits | None = None,
         rng: random.Random | None = None,
         durability: Durability = "process",
+        resources: WorkerResources | None = None,
     ) -> None:
         self.worker_name = worker_name
         #: ``power``: commits are fsynced (off the loop) before their output leaves the object;
@@ -137,7 +140,14 @@ class Runtime:
             self.bindings[binding] = ns
         self._by_unique_key = {ns.unique_key: ns for ns in self.namespaces.values()}
         self._stubs = {b: DurableObjectNamespace(ns) for b, ns in self.bindings.items()}
-        self._env = Env({**(vars or {}), **self._stubs})
+        #: KV, D1, R2, services, crons and assets (see doemu.bindings).
+        self.extra = WorkerBindings(
+            resources or WorkerResources(),
+            persist_dir=self.persist_dir,
+            clock=self._clock,
+            sync_pool=self.sync_pool,
+        )
+        self._env = Env({**(vars or {}), **self._stubs, **self.extra.env_values()})
         self.started = False
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -271,6 +281,7 @@ class Runtime:
                     host.reset("The runtime is shutting down.") if host.busy else host.evict_now()
         self.alarms.close()
         await asyncio.sleep(0)
+        self.extra.close()
         await asyncio.to_thread(self.files.close)  # deferred closes land; spares are removed
         if self.sync_pool is not None:
             await asyncio.to_thread(self.sync_pool.close)  # fsyncs in flight land

@@ -177,12 +177,20 @@ def _dev(
     is_flag=True,
     help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept).",
 )
-def init(directory: Path, force: bool) -> None:
+@click.option(
+    "--with",
+    "with_",
+    default="",
+    metavar="kv,...",
+    help="Also bind these (comma-separated): kv.  [default: none]",
+)
+def init(directory: Path, force: bool, with_: str) -> None:
     """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
     from ..scaffold import write_project
 
+    chosen = [part.strip() for part in with_.split(",") if part.strip()]
     try:
-        result = write_project(directory, force=force)
+        result = write_project(directory, force=force, with_bindings=chosen)
     except DoemuError as exc:
         _fail(str(exc))
     shown = display_path(directory)

@@ -11,7 +11,10 @@ only, so the same folder deploys with ``pywrangler deploy``:
 * ``.gitignore``: doemu's state directory ``.doemu/``.
 
 The template is kept as real files (linted, and run by the tests that check ``doemu init``)
-rather than strings; ``{{name}}`` and ``{{compatibility_date}}`` are filled in. The dotfile is
+rather than strings; ``{{name}}`` and ``{{compatibility_date}}`` are filled in. ``doemu init
+--with kv,d1,r2`` adds bindings: the lines between ``# {{with:kv}}`` and ``# {{end:kv}}`` (in
+the config, the Worker and its tests) are kept for a chosen binding and dropped otherwise, so
+the template with every block is itself a valid project. The dotfile is
 stored as ``gitignore``, which every packaging tool copies.
 
 Nothing is ever overwritten silently: a directory holding anything but hidden entries (``.git``,
@@ -22,6 +25,7 @@ are written; the user's other files stay untouched.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -29,7 +33,18 @@ from pathlib import Path
 
 from ..errors import DoemuError
 
-__all__ = ["TEMPLATE_FILES", "InitError", "InitResult", "project_name", "write_project"]
+__all__ = [
+    "BINDING_CHOICES",
+    "TEMPLATE_FILES",
+    "InitError",
+    "InitResult",
+    "project_name",
+    "write_project",
+]
+
+#: What ``doemu init --with`` can add (each a ``# {{with:NAME}}`` block of the template).
+BINDING_CHOICES = ("kv",)
+_BLOCK = re.compile(r"^[ \t]*# \{\{(with|end):([a-z0-9]+)\}\}[ \t]*\n", re.M)
 
 #: Template file (under ``template/``) → the path it is written to in the project.
 TEMPLATE_FILES: dict[str, str] = {
@@ -66,10 +81,39 @@ def _visible_entries(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
 
 
+def select_blocks(text: str, chosen: Sequence[str]) -> str:
+    """``text`` with the ``# {{with:NAME}}`` blocks of ``chosen`` kept (markers removed) and
+    every other block dropped."""
+    out: list[str] = []
+    position = 0
+    skipping: str | None = None
+    for match in _BLOCK.finditer(text):
+        if skipping is None:
+            out.append(text[position : match.start()])
+        kind, name = match.group(1), match.group(2)
+        if kind == "with" and name not in chosen:
+            skipping = name
+        elif kind == "end" and skipping == name:
+            skipping = None
+        position = match.end()
+    if skipping is None:
+        out.append(text[position:])
+    return "".join(out)
+
+
 def write_project(
-    directory: Path, *, force: bool = False, today: datetime | None = None
+    directory: Path,
+    *,
+    force: bool = False,
+    today: datetime | None = None,
+    with_bindings: Sequence[str] = (),
 ) -> InitResult:
     """Write the template into ``directory`` (created if missing); see the module docstring."""
+    unknown = [b for b in with_bindings if b not in BINDING_CHOICES]
+    if unknown:
+        raise InitError(
+            f"--with {','.join(unknown)}: doemu init can add {', '.join(BINDING_CHOICES)}"
+        )
     if directory.exists() and not directory.is_dir():
         raise InitError(f"{directory} exists and is not a directory")
     if directory.is_dir():
@@ -89,7 +133,7 @@ def write_project(
     replaced = [t for t in TEMPLATE_FILES.values() if (directory / t).exists()]
     written: list[str] = []
     for source, target in TEMPLATE_FILES.items():
-        text = template.joinpath(source).read_text(encoding="utf-8")
+        text = select_blocks(template.joinpath(source).read_text(encoding="utf-8"), with_bindings)
         text = text.replace("{{name}}", name).replace("{{compatibility_date}}", date)
         path = directory / target
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -332,6 +332,7 @@ async def serve(
                 idle_timeout=settings.idle_timeout,
                 max_live_objects=settings.max_live_objects,
                 limits=StorageLimits.production() if settings.limits == "production" else None,
+                resources=worker.resources,
             )
         except (DoemuError, OSError) as exc:
             _fail(f"cannot start the runtime: {exc}")

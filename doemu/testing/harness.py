@@ -14,13 +14,15 @@ pytest-asyncio ending the loop) closes itself as the loop cancels its remaining 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..clock import ManualClock
 from ..config import Durability
+from ..config.bindings import KvNamespaceBinding, WorkerResources
 from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
@@ -59,6 +61,8 @@ class WorkerHarness:
         durability: Durability = "process",
         chaos: ChaosSettings | None = None,
         chaos_rng: random.Random | None = None,
+        resources: WorkerResources | None = None,
+        kv_namespaces: Sequence[str] = (),
     ) -> None:
         self.persist_dir = Path(persist_dir)
         self.worker_name = worker_name
@@ -80,6 +84,8 @@ class WorkerHarness:
         #: What chaos did so far, over every runtime of this harness (restarts included).
         self.chaos_stats = ChaosStats()
         self._chaos_rng = chaos_rng or (chaos.rng_for(worker_name) if chaos else None)
+        #: KV, D1, R2… (a project's, or the ones named with ``kv_namespaces=`` etc.).
+        self.resources = _with_shortcuts(resources or WorkerResources(), kv_namespaces)
         self.runtime = self._new_runtime()
         self.control = RuntimeControl(self.runtime)
         #: The event loop that started the harness (None before :meth:`start`).
@@ -99,6 +105,7 @@ class WorkerHarness:
         worker = load_config(config)
         loaded = load_worker(worker)
         kwargs.setdefault("vars", worker.vars)
+        kwargs.setdefault("resources", worker.resources)
         return cls(
             {
                 b.name: ClassSpec(
@@ -124,6 +131,7 @@ class WorkerHarness:
             "limits": self._limits,
             "rng": self._rng,
             "durability": self.durability,
+            "resources": self.resources,
         }
         if self.chaos is None:
             return Runtime(**options)  # chaos off: exactly the runtime doemu dev runs
@@ -229,6 +237,15 @@ class WorkerHarness:
     def reset(self, binding: str, name: str, reason: str | None = None) -> bool:
         """Abort in-flight work and drop the instance; False if it was not live."""
         return self.control.reset(binding, name, reason)
+
+
+def _with_shortcuts(resources: WorkerResources, kv: Sequence[str]) -> WorkerResources:
+    """``resources`` plus the bindings named by the harness's shortcut keywords."""
+    if not kv:
+        return resources
+    return dataclasses.replace(
+        resources, kv=(*resources.kv, *(KvNamespaceBinding(name) for name in kv))
+    )
 
 
 def _class_name(cls: type | ClassSpec) -> str:

@@ -2,6 +2,10 @@
 
 POST /counter/<name>   add 1 to the counter called <name>: {"name": "<name>", "value": n}
 GET  /counter/<name>   read it
+# {{with:kv}}
+PUT  /cache/<key>      store the body in the KV namespace env.CACHE for an hour
+GET  /cache/<key>      read it back: {"key": "<key>", "value": "..." or null}
+# {{end:kv}}
 """
 
 from urllib.parse import urlparse
@@ -35,9 +39,22 @@ class Counter(DurableObject):
         self.ctx.storage.sql.exec("DELETE FROM counter")
 
 
+# {{with:kv}}
+async def cache(env, request, key):
+    """A KV namespace: values with an expiry, read anywhere (Cloudflare's edge caches them)."""
+    if request.method == "PUT":
+        await env.CACHE.put(key, await request.text(), expirationTtl=3600)
+    return Response.json({"key": key, "value": await env.CACHE.get(key)})
+
+
+# {{end:kv}}
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         parts = urlparse(request.url).path.strip("/").split("/")
+        # {{with:kv}}
+        if len(parts) == 2 and parts[0] == "cache" and parts[1]:
+            return await cache(self.env, request, parts[1])
+        # {{end:kv}}
         if len(parts) != 2 or parts[0] != "counter" or not parts[1]:
             return Response("try: curl -X POST http://127.0.0.1:8787/counter/alice\n", status=404)
         counter = self.env.COUNTER.getByName(parts[1])

@@ -33,3 +33,20 @@ async def test_the_worker_and_its_config(doemu_harness):
     worker = Default(None, h.env)
     response = await worker.fetch(Request("http://localhost/counter/carol", method="POST"))
     assert await response.json() == {"name": "carol", "value": 1}
+
+
+# {{with:kv}}
+
+
+async def test_the_cache(doemu_harness):
+    h = await doemu_harness(config=WRANGLER_TOML)  # env.CACHE is the KV namespace of wrangler.toml
+    worker = Default(None, h.env)
+    await worker.fetch(Request("http://localhost/cache/greeting", method="PUT", body="hi"))
+    response = await worker.fetch(Request("http://localhost/cache/greeting"))
+    assert await response.json() == {"key": "greeting", "value": "hi"}
+    await h.advance(3_600_000)  # an hour later the entry has expired
+    response = await worker.fetch(Request("http://localhost/cache/greeting"))
+    assert await response.json() == {"key": "greeting", "value": None}
+
+
+# {{end:kv}}

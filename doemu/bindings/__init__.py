@@ -1,0 +1,99 @@
+"""The bindings of a Worker beyond Durable Objects, on doemu's SQLite-and-files engine.
+
+One folder per binding (``kv/``, …), each a small service with its own files under the persist
+directory (named by :mod:`doemu.persist`), honouring the durability level, and surfaced to user
+code exactly as Cloudflare's Python Workers API surfaces the JS binding (see
+:mod:`doemu.bindings.boundary`). :class:`WorkerBindings` is the set one runtime holds: built
+from the config's :class:`~doemu.config.bindings.WorkerResources`, it gives ``env`` its entries,
+opens each resource's file on first use (one store per resource, however many bindings name it)
+and closes them with the runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..config.bindings import WorkerResources
+from ..persist import kv_file
+from ..storage.durability import SyncPool
+from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
+from .kv import KVNamespace, KvStore
+
+__all__ = [
+    "BindingError",
+    "BindingSyntaxError",
+    "BindingTypeError",
+    "KVNamespace",
+    "ServiceError",
+    "WorkerBindings",
+]
+
+
+class WorkerBindings:
+    """Every non-Durable-Object binding of one runtime (see the module docstring)."""
+
+    def __init__(
+        self,
+        resources: WorkerResources,
+        *,
+        persist_dir: Path,
+        clock: Clock,
+        sync_pool: SyncPool | None = None,
+    ) -> None:
+        self.resources = resources
+        self.persist_dir = persist_dir
+        self.clock = clock
+        self.sync_pool = sync_pool
+        self._kv_stores: dict[str, KvStore] = {}
+        self.kv: dict[str, KVNamespace] = {
+            b.binding: KVNamespace(b.binding, functools.partial(self.kv_store, b.binding))
+            for b in resources.kv
+        }
+        self._closed = False
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every binding as the admin API lists it: name, type, resource, file."""
+        out: list[dict[str, Any]] = [
+            {
+                "binding": b.binding,
+                "type": "kv",
+                "resource": b.resource,
+                "file": str(kv_file(self.persist_dir, b.resource)),
+            }
+            for b in self.resources.kv
+        ]
+        return out
+
+    def env_values(self) -> dict[str, Any]:
+        """What ``env`` gets: ``{binding name: binding object}``."""
+        return {**self.kv}
+
+    # -- stores -------------------------------------------------------------------------------
+    def kv_store(self, binding: str) -> KvStore:
+        """The store behind the KV binding ``binding`` (opened on first use)."""
+        spec = _find(self.resources.kv, binding, "KV namespace")
+        store = self._kv_stores.get(spec.resource)
+        if store is None:
+            if self._closed:
+                raise BindingError(f"env.{binding}: the runtime is closed")
+            store = KvStore(kv_file(self.persist_dir, spec.resource), self.clock, self.sync_pool)
+            self._kv_stores[spec.resource] = store
+        return store
+
+    def close(self) -> None:
+        """Close every open file (the runtime has stopped every event before)."""
+        self._closed = True
+        for store in self._kv_stores.values():
+            store.close()
+        self._kv_stores.clear()
+
+
+def _find(specs: Any, binding: str, kind: str) -> Any:
+    for spec in specs:
+        if spec.binding == binding:
+            return spec
+    known = ", ".join(s.binding for s in specs) or "none"
+    raise BindingError(f"no {kind} binding {binding!r} (known: {known})")

@@ -1,0 +1,170 @@
+"""The admin API's routes for the bindings beyond Durable Objects: KV, D1, R2, crons.
+
+Reads go to the binding's own store (a KV listing, one entry, a read-only SQL query on a D1
+database, an R2 listing): looking never changes anything. Writes (a KV put or delete, write SQL
+on D1, running a cron now) go through the binding exactly as user code's calls do, with the same
+limits and error texts, so the admin API cannot put a binding in a state its Worker could not.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ...bindings import BindingError, WorkerBindings
+from ...errors import HttpError
+from ...runtime import Runtime
+from .handlers import endpoint, int_query, json_body, param
+from .openapi import _ARRAY, _op
+
+__all__ = ["BINDING_PATHS", "BindingRoutes"]
+
+_KV_BODY = (
+    'expected a JSON body like {"value": "text", "metadata": {...}, "expirationTtl": 3600} '
+    '(or "base64": "..." instead of "value" for bytes)'
+)
+
+
+def _jsonable_value(value: bytes) -> Any:
+    """Text as is; anything that is not UTF-8 as ``{"$bytes": base64}`` (as the object views)."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+
+
+class BindingRoutes:
+    """The handlers of the binding routes, over one runtime's :class:`WorkerBindings`."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @property
+    def extra(self) -> WorkerBindings:
+        return self.runtime.extra
+
+    def _kv(self, request: Request) -> str:
+        binding = param(request, "binding")
+        if binding not in self.extra.kv:
+            known = ", ".join(sorted(self.extra.kv)) or "none"
+            raise HttpError(404, f"unknown KV binding {binding!r}; known: {known}")
+        return binding
+
+    # -- all bindings ----------------------------------------------------------------------------
+    async def bindings(self, request: Request) -> Response:
+        return JSONResponse(self.extra.describe())
+
+    # -- KV --------------------------------------------------------------------------------------
+    async def kv_keys(self, request: Request) -> Response:
+        binding = self._kv(request)
+        store = self.extra.kv_store(binding)
+        limit = int_query(request, "limit", 1000) or 1000
+        page = store.list(
+            request.query_params.get("prefix", ""),
+            min(limit, 1000),
+            request.query_params.get("cursor"),
+        )
+        keys = [
+            {"name": n, "expiration": e, "metadata": None if m is None else json.loads(m)}
+            for n, e, m in page.keys
+        ]
+        return JSONResponse(
+            {"keys": keys, "list_complete": page.cursor is None, "cursor": page.cursor}
+        )
+
+    async def kv_entry(self, request: Request) -> Response:
+        binding = self._kv(request)
+        key = param(request, "key")
+        if request.method == "GET":
+            entry = self.extra.kv_store(binding).get(key)
+            if entry is None:
+                raise HttpError(404, f"no key {key!r} in KV namespace {binding}")
+            return JSONResponse(
+                {
+                    "key": key,
+                    "value": _jsonable_value(entry.value),
+                    "metadata": None if entry.metadata is None else json.loads(entry.metadata),
+                    "expiration": entry.expiration,
+                }
+            )
+        namespace = self.extra.kv[binding]
+        try:
+            if request.method == "DELETE":
+                await namespace.delete(key)
+                return JSONResponse({"key": key, "deleted": True})
+            body = await json_body(request, _KV_BODY)
+            value: Any = body.get("value")
+            if "base64" in body:
+                value = base64.b64decode(str(body["base64"]), validate=True)
+            if not isinstance(value, str | bytes):
+                raise HttpError(400, f"{_KV_BODY}; 'value' must be a string")
+            options = {k: body[k] for k in ("metadata", "expirationTtl", "expiration") if k in body}
+            await namespace.put(key, value, **options)
+        except BindingError as exc:
+            raise HttpError(400, exc.message) from None
+        except ValueError as exc:
+            raise HttpError(400, f"{_KV_BODY}; {exc}") from None
+        return JSONResponse({"key": key, "stored": True})
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/bindings", endpoint(self.bindings)),
+            Route("/kv/{binding}/keys", endpoint(self.kv_keys)),
+            Route(
+                "/kv/{binding}/keys/{key}",  # a key with "/" is sent as %2F
+                endpoint(self.kv_entry),
+                methods=["GET", "PUT", "DELETE"],
+            ),
+        ]
+
+
+_BINDING = {"name": "binding", "in": "path", "required": True, "schema": {"type": "string"}}
+_KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
+_API = "/__doemu/api"
+
+#: The OpenAPI paths of these routes (merged into the admin API's document).
+BINDING_PATHS: dict[str, Any] = {
+    _API + "/bindings": {
+        "get": _op(
+            "KV namespaces, D1 databases, R2 buckets, services, crons, assets",
+            "Bindings",
+            schema=_ARRAY,
+        )
+    },
+    _API + "/kv/{binding}/keys": {
+        "get": _op(
+            "A page of a KV namespace's live keys (expiration in seconds, metadata as JSON)",
+            "Keys",
+            params=[
+                _BINDING,
+                {"name": "prefix", "in": "query", "schema": {"type": "string"}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}},
+                {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+            ],
+        )
+    },
+    _API + "/kv/{binding}/keys/{key}": {
+        "get": _op('One KV entry (bytes as {"$bytes": base64})', "Entry", params=[_BINDING, _KEY]),
+        "put": _op(
+            "Store a KV entry through the binding (Cloudflare's limits apply)",
+            "Stored",
+            params=[_BINDING, _KEY],
+            body={
+                "type": "object",
+                "properties": {
+                    "value": {"type": "string"},
+                    "base64": {"type": "string"},
+                    "metadata": {},
+                    "expirationTtl": {"type": "integer", "minimum": 60},
+                    "expiration": {"type": "integer"},
+                },
+            },
+        ),
+        "delete": _op("Delete a KV entry", "Deleted", params=[_BINDING, _KEY]),
+    },
+}

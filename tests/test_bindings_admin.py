@@ -1,0 +1,92 @@
+"""The admin API's binding routes: what a KV namespace (and the others) holds, and writes that go
+through the binding with its limits, over a real in-process app."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from doemu.clock import ManualClock
+from doemu.config.bindings import KvNamespaceBinding, WorkerResources
+from doemu.runtime import Runtime
+from doemu.server.app import DoemuApp
+
+from .admin_helpers import API, T0, client
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    resources = WorkerResources(kv=(KvNamespaceBinding("CACHE", "ns-1"),))
+    runtime = Runtime(
+        worker_name="bindings-admin",
+        classes={},
+        persist_dir=tmp_path / "state",
+        clock=ManualClock(T0),
+        resources=resources,
+    )
+    await runtime.start()
+    async with client(DoemuApp(runtime)) as http:
+        yield runtime, http
+    await runtime.close()
+
+
+async def test_bindings_are_listed_with_their_files(
+    http: tuple[Runtime, httpx.AsyncClient],
+) -> None:
+    runtime, client_ = http
+    listed = (await client_.get(f"{API}/bindings")).json()
+    assert listed == [
+        {
+            "binding": "CACHE",
+            "type": "kv",
+            "resource": "ns-1",
+            "file": str(runtime.persist_dir / "kv" / "ns-1.sqlite"),
+        }
+    ]
+
+
+async def test_kv_entries_read_and_written_through_the_binding(
+    http: tuple[Runtime, httpx.AsyncClient],
+) -> None:
+    runtime, c = http
+    await runtime.env.CACHE.put("a/b", "hello", metadata={"m": 1}, expirationTtl=3600)
+    await runtime.env.CACHE.put("raw", b"\xff\x00")
+    page = (await c.get(f"{API}/kv/CACHE/keys", params={"prefix": "a/"})).json()
+    assert page == {
+        "keys": [{"name": "a/b", "expiration": int(T0 // 1000) + 3600, "metadata": {"m": 1}}],
+        "list_complete": True,
+        "cursor": None,
+    }
+    first = (await c.get(f"{API}/kv/CACHE/keys", params={"limit": 1})).json()
+    assert first["list_complete"] is False and first["cursor"]
+    entry = (await c.get(f"{API}/kv/CACHE/keys/{quote('a/b', safe='')}")).json()
+    assert entry == {
+        "key": "a/b",
+        "value": "hello",
+        "metadata": {"m": 1},
+        "expiration": int(T0 // 1000) + 3600,
+    }
+    assert (await c.get(f"{API}/kv/CACHE/keys/raw")).json()["value"] == {"$bytes": "/wA="}
+
+    stored = await c.put(f"{API}/kv/CACHE/keys/new", json={"value": "v", "metadata": [1]})
+    assert stored.json() == {"key": "new", "stored": True}
+    assert await runtime.env.CACHE.get("new") == "v"
+    refused = await c.put(f"{API}/kv/CACHE/keys/new", json={"value": "v", "expirationTtl": 5})
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error": "KV PUT failed: 400 Invalid expiration_ttl of 5. Expiration TTL must be at "
+        "least 60."
+    }
+    assert (await c.delete(f"{API}/kv/CACHE/keys/new")).json() == {"key": "new", "deleted": True}
+    missing = await c.get(f"{API}/kv/CACHE/keys/new")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "no key 'new' in KV namespace CACHE"}
+    unknown = await c.get(f"{API}/kv/NOPE/keys")
+    assert unknown.status_code == 404
+    assert unknown.json() == {"error": "unknown KV binding 'NOPE'; known: CACHE"}
+    bad = await c.put(f"{API}/kv/CACHE/keys/x", json={"value": 5})
+    assert bad.status_code == 400 and "'value' must be a string" in bad.json()["error"]
