@@ -4,6 +4,8 @@ acknowledged survives, at both durability levels (e2e/apps/bindings_app)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,29 @@ def test_acknowledged_kv_puts_survive_sigkill(dev_server: Any, level: str) -> No
         for n in acked:
             assert http.get(f"/kv/key-{n}").json() == f"value-{n}", n
         assert int(http.get("/kv-count").text) >= len(acked)
+
+
+@LEVELS
+def test_acknowledged_d1_batches_survive_sigkill_whole(dev_server: Any, level: str) -> None:
+    """1. The migrations are applied with `doemu d1 migrations apply` against the running server.
+    2. 16 clients each write orders as one batch (an order and its two lines).
+    3. Once 200 batches are acknowledged, the process group is SIGKILLed mid-load.
+    4. After a restart, every acknowledged order is there with both lines, and no batch is
+       half there: every order has exactly two lines and no line lacks its order."""
+    server = dev_server(APP, "--durability", level)
+    applied = subprocess.run(
+        [sys.executable, "-m", "doemu", "d1", "migrations", "apply", "DB",
+         "--url", server.url, "--config", str(APP / "wrangler.toml")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
+    assert "applied  0001_orders.sql" in applied.stdout
+    acked = _load_until_killed(server, lambda n: f"/d1/{n}", lambda n: b"", 200)
+    assert len(acked) >= 200
+    server.start()
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        state = http.get("/d1-check").json()
+    counts = {order: n for order, n in state["orders"]}
+    assert set(acked) <= set(counts)
+    assert set(counts.values()) == {2}
+    assert state["orphans"] == 0

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from doemu.clock import ManualClock
-from doemu.config.bindings import KvNamespaceBinding, WorkerResources
+from doemu.config.bindings import D1DatabaseBinding, KvNamespaceBinding, WorkerResources
 from doemu.runtime import Runtime
 from doemu.server.app import DoemuApp
 
@@ -90,3 +90,63 @@ async def test_kv_entries_read_and_written_through_the_binding(
     assert unknown.json() == {"error": "unknown KV binding 'NOPE'; known: CACHE"}
     bad = await c.put(f"{API}/kv/CACHE/keys/x", json={"value": 5})
     assert bad.status_code == 400 and "'value' must be a string" in bad.json()["error"]
+
+
+@pytest.fixture
+async def d1(tmp_path: Path) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient, Path]]:
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    (folder / "0001_users.sql").write_text("CREATE TABLE users (id INTEGER PRIMARY KEY, n TEXT);")
+    (folder / "0002_seed.sql").write_text("INSERT INTO users (n) VALUES ('first');")
+    resources = WorkerResources(d1=(D1DatabaseBinding("DB", "app", None, folder),))
+    runtime = Runtime(
+        worker_name="bindings-admin",
+        classes={},
+        persist_dir=tmp_path / "state",
+        clock=ManualClock(T0),
+        resources=resources,
+    )
+    await runtime.start()
+    async with client(DoemuApp(runtime)) as http:
+        yield runtime, http, folder
+    await runtime.close()
+
+
+async def test_d1_migrations_and_sql_through_the_admin_api(
+    d1: tuple[Runtime, httpx.AsyncClient, Path],
+) -> None:
+    runtime, c, folder = d1
+    state = (await c.get(f"{API}/d1/DB/migrations")).json()
+    assert state == {
+        "folder": str(folder),
+        "applied": [],
+        "pending": ["0001_users.sql", "0002_seed.sql"],
+    }
+    applied = await c.post(f"{API}/d1/DB/migrations/apply")
+    assert applied.json() == {"applied": ["0001_users.sql", "0002_seed.sql"]}
+    assert (await c.post(f"{API}/d1/DB/migrations/apply")).json() == {"applied": []}
+    assert [m["name"] for m in (await c.get(f"{API}/d1/DB/migrations")).json()["applied"]] == [
+        "0001_users.sql",
+        "0002_seed.sql",
+    ]
+    read = await c.post(f"{API}/d1/DB/sql", json={"query": "SELECT n FROM users"})
+    assert read.json() == {"columns": ["n"], "rows": [["first"]]}
+    refused = await c.post(f"{API}/d1/DB/sql", json={"query": "DELETE FROM users"})
+    assert (
+        refused.status_code == 400 and "read-only SQL cannot run DELETE" in refused.json()["error"]
+    )
+    written = await c.post(
+        f"{API}/d1/DB/sql",
+        json={"query": "INSERT INTO users (n) VALUES (?)", "params": ["x"], "write": True},
+    )
+    assert written.status_code == 200 and written.json()["meta"]["changes"] == 1
+    assert await runtime.env.DB.prepare("SELECT count(*) AS c FROM users").first("c") == 2
+    bad = await c.post(f"{API}/d1/DB/sql", json={"query": "SELECT * FROM nope", "write": True})
+    assert bad.status_code == 400
+    assert bad.json() == {"error": "D1_ERROR: no such table: nope: SQLITE_ERROR"}
+    unknown = await c.post(f"{API}/d1/NOPE/sql", json={"query": "SELECT 1"})
+    assert unknown.status_code == 404 and unknown.json() == {
+        "error": "unknown D1 binding 'NOPE'; known: DB"
+    }
+    listed = (await c.get(f"{API}/bindings")).json()
+    assert listed[0]["type"] == "d1" and listed[0]["resource"] == "app"

@@ -17,8 +17,9 @@ from typing import Any
 
 from ..clock import Clock
 from ..config.bindings import WorkerResources
-from ..persist import kv_file
+from ..persist import d1_file, kv_file
 from ..storage.durability import SyncPool
+from .d1 import D1Database, D1Engine
 from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
 from .kv import KVNamespace, KvStore
 
@@ -26,6 +27,7 @@ __all__ = [
     "BindingError",
     "BindingSyntaxError",
     "BindingTypeError",
+    "D1Database",
     "KVNamespace",
     "ServiceError",
     "WorkerBindings",
@@ -52,6 +54,11 @@ class WorkerBindings:
             b.binding: KVNamespace(b.binding, functools.partial(self.kv_store, b.binding))
             for b in resources.kv
         }
+        self._d1_engines: dict[str, D1Engine] = {}
+        self.d1: dict[str, D1Database] = {
+            b.binding: D1Database(b.binding, functools.partial(self.d1_engine, b.binding))
+            for b in resources.d1
+        }
         self._closed = False
 
     def describe(self) -> list[dict[str, Any]]:
@@ -65,11 +72,22 @@ class WorkerBindings:
             }
             for b in self.resources.kv
         ]
+        out += [
+            {
+                "binding": b.binding,
+                "type": "d1",
+                "resource": b.resource,
+                "file": str(d1_file(self.persist_dir, b.resource)),
+                "database_name": b.database_name,
+                "migrations_dir": str(b.migrations_dir),
+            }
+            for b in self.resources.d1
+        ]
         return out
 
     def env_values(self) -> dict[str, Any]:
         """What ``env`` gets: ``{binding name: binding object}``."""
-        return {**self.kv}
+        return {**self.kv, **self.d1}
 
     # -- stores -------------------------------------------------------------------------------
     def kv_store(self, binding: str) -> KvStore:
@@ -83,12 +101,26 @@ class WorkerBindings:
             self._kv_stores[spec.resource] = store
         return store
 
+    def d1_engine(self, binding: str) -> D1Engine:
+        """The engine behind the D1 binding ``binding`` (opened on first use)."""
+        spec = _find(self.resources.d1, binding, "D1 database")
+        engine = self._d1_engines.get(spec.resource)
+        if engine is None:
+            if self._closed:
+                raise BindingError(f"env.{binding}: the runtime is closed")
+            engine = D1Engine(d1_file(self.persist_dir, spec.resource), self.sync_pool)
+            self._d1_engines[spec.resource] = engine
+        return engine
+
     def close(self) -> None:
         """Close every open file (the runtime has stopped every event before)."""
         self._closed = True
         for store in self._kv_stores.values():
             store.close()
         self._kv_stores.clear()
+        for engine in self._d1_engines.values():
+            engine.close()
+        self._d1_engines.clear()
 
 
 def _find(specs: Any, binding: str, kind: str) -> Any:

@@ -16,9 +16,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..storage.authorizer import Authorizer
+from ..storage.connection import internal_sql
 from ..storage.durability import SyncPool, SyncTracker
 
 __all__ = ["BindingFile"]
+
+_BEGIN = internal_sql("BEGIN IMMEDIATE")
+_COMMIT = internal_sql("COMMIT")
+_ROLLBACK = internal_sql("ROLLBACK")
 
 
 class BindingFile:
@@ -27,10 +33,21 @@ class BindingFile:
     ``schema`` runs once at open. :meth:`write` is one transaction (``BEGIN IMMEDIATE`` …
     ``COMMIT``, rolled back if its body raises); :meth:`durable` is the future of the fsync that
     covers every commit so far, or ``None`` when nothing needs to wait (process durability).
+
+    With an ``authorizer`` (D1: user SQL runs here), the file's own statements are marked and
+    run trusted, as an object's connection does (see :func:`doemu.storage.connection.internal_sql`).
     """
 
-    def __init__(self, path: Path, schema: Sequence[str], sync_pool: SyncPool | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        schema: Sequence[str],
+        sync_pool: SyncPool | None,
+        *,
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self.path = path
+        self.authorizer = authorizer
         made = _make_dirs(path.parent)
         created = not path.exists()
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -38,6 +55,8 @@ class BindingFile:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         for statement in schema:
             self.conn.execute(statement)
+        if authorizer is not None:
+            self.conn.set_authorizer(authorizer)
         self._sync: SyncTracker | None = None
         if sync_pool is not None:
             self._sync = SyncTracker(sync_pool, (f"{path}-wal",))
@@ -58,16 +77,35 @@ class BindingFile:
             finally:
                 self._depth -= 1
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.internal(_BEGIN)
         self._depth = 1
         try:
             yield self.conn
         except BaseException:
             self._depth = 0
-            self.conn.execute("ROLLBACK")
+            self.internal(_ROLLBACK)
             raise
         self._depth = 0
-        self.conn.execute("COMMIT")
+        try:
+            self.internal(_COMMIT)
+        except BaseException:
+            self.internal(_ROLLBACK)
+            raise
+
+    def internal(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        """Run one of the file's own statements (``sql`` from :func:`internal_sql`), trusted."""
+        auth = self.authorizer
+        if auth is None:
+            return self.conn.execute(sql, params)
+        auth.trusted = True
+        try:
+            return self.conn.execute(sql, params)
+        finally:
+            auth.trusted = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
 
     def durable(self) -> asyncio.Future[None] | None:
         """After a commit: what its answer waits for (an fsync at power durability)."""

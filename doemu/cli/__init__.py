@@ -182,7 +182,7 @@ def _dev(
     "with_",
     default="",
     metavar="kv,...",
-    help="Also bind these (comma-separated): kv.  [default: none]",
+    help="Also bind these (comma-separated): kv, d1.  [default: none]",
 )
 def init(directory: Path, force: bool, with_: str) -> None:
     """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
@@ -199,8 +199,9 @@ def init(directory: Path, force: bool, with_: str) -> None:
         click.echo(f"  wrote {Path(shown, path).as_posix()}{note}")
     here = directory.resolve() == Path.cwd().resolve()
     cd = "" if here else f"  cd {shlex.quote(shown)}\n"
+    migrate = "  doemu d1 migrations apply DB   # the notes table\n" if "d1" in chosen else ""
     click.echo(
-        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}"
+        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}{migrate}"
         "  doemu dev     # serves it on http://127.0.0.1:8787; in another shell:\n"
         "  curl -X POST http://127.0.0.1:8787/counter/alice\n"
         "  pytest        # runs tests/ in-process\n"
@@ -223,4 +224,5 @@ def classes(config: Path | None, env_name: str | None) -> None:
         )
 
 
+from . import d1 as _d1  # noqa: E402, F401  (registers doemu d1)
 from . import inspect as _inspect  # noqa: E402, F401  (registers the inspection commands)

@@ -35,6 +35,7 @@ from ..errors import DoemuError
 
 __all__ = [
     "BINDING_CHOICES",
+    "BINDING_FILES",
     "TEMPLATE_FILES",
     "InitError",
     "InitResult",
@@ -43,7 +44,11 @@ __all__ = [
 ]
 
 #: What ``doemu init --with`` can add (each a ``# {{with:NAME}}`` block of the template).
-BINDING_CHOICES = ("kv",)
+BINDING_CHOICES = ("kv", "d1")
+#: Template files written only with a binding (template path → project path).
+BINDING_FILES: dict[str, dict[str, str]] = {
+    "d1": {"migrations/0001_create_notes.sql": "migrations/0001_create_notes.sql"},
+}
 _BLOCK = re.compile(r"^[ \t]*# \{\{(with|end):([a-z0-9]+)\}\}[ \t]*\n", re.M)
 
 #: Template file (under ``template/``) → the path it is written to in the project.
@@ -127,13 +132,17 @@ def write_project(
     name = project_name(directory)
     date = (today or datetime.now(UTC)).strftime("%Y-%m-%d")
     template = resources.files(__package__).joinpath("template")
-    for target in TEMPLATE_FILES.values():  # check all before writing any
+    files = dict(TEMPLATE_FILES)
+    for binding in with_bindings:
+        files.update(BINDING_FILES.get(binding, {}))
+    for target in files.values():  # check all before writing any
         if (directory / target).is_dir():
             raise InitError(f"{directory / target} is a directory; the project needs a file there")
-    replaced = [t for t in TEMPLATE_FILES.values() if (directory / t).exists()]
+    replaced = [t for t in files.values() if (directory / t).exists()]
     written: list[str] = []
-    for source, target in TEMPLATE_FILES.items():
+    for source, target in files.items():
         text = select_blocks(template.joinpath(source).read_text(encoding="utf-8"), with_bindings)
+        text = text.rstrip("\n") + "\n"  # a dropped last block leaves no blank lines behind
         text = text.replace("{{name}}", name).replace("{{compatibility_date}}", date)
         path = directory / target
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..clock import ManualClock
 from ..config import Durability
-from ..config.bindings import KvNamespaceBinding, WorkerResources
+from ..config.bindings import D1DatabaseBinding, KvNamespaceBinding, WorkerResources
 from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
@@ -63,6 +63,7 @@ class WorkerHarness:
         chaos_rng: random.Random | None = None,
         resources: WorkerResources | None = None,
         kv_namespaces: Sequence[str] = (),
+        d1_databases: Sequence[str] = (),
     ) -> None:
         self.persist_dir = Path(persist_dir)
         self.worker_name = worker_name
@@ -85,7 +86,9 @@ class WorkerHarness:
         self.chaos_stats = ChaosStats()
         self._chaos_rng = chaos_rng or (chaos.rng_for(worker_name) if chaos else None)
         #: KV, D1, R2… (a project's, or the ones named with ``kv_namespaces=`` etc.).
-        self.resources = _with_shortcuts(resources or WorkerResources(), kv_namespaces)
+        self.resources = _with_shortcuts(
+            resources or WorkerResources(), kv=kv_namespaces, d1=d1_databases
+        )
         self.runtime = self._new_runtime()
         self.control = RuntimeControl(self.runtime)
         #: The event loop that started the harness (None before :meth:`start`).
@@ -210,6 +213,24 @@ class WorkerHarness:
     def is_live(self, binding: str, name: str) -> bool:
         return self.runtime.host(binding, name).live
 
+    # -- bindings --------------------------------------------------------------------------------
+    async def apply_d1_migrations(self, database: str) -> list[str]:
+        """Apply the D1 database's pending migrations (its ``migrations_dir``) as ``doemu d1
+        migrations apply`` does; returns the file names applied. ``database`` is the binding,
+        the ``database_name`` or the ``database_id``."""
+        from ..bindings.d1.migrations import apply_migrations
+
+        for spec in self.resources.d1:
+            if spec.matches(database):
+                engine = self.runtime.extra.d1_engine(spec.binding)
+                applied = apply_migrations(engine, spec)
+                durable = engine.file.durable()
+                if durable is not None:
+                    await durable
+                return applied
+        known = ", ".join(b.binding for b in self.resources.d1) or "none"
+        raise KeyError(f"no D1 database {database!r} (D1 bindings: {known})")
+
     # -- time and events -------------------------------------------------------------------------
     async def advance(self, ms: float) -> None:
         """Move the manual clock forward by ``ms``, running everything due in time order.
@@ -239,12 +260,14 @@ class WorkerHarness:
         return self.control.reset(binding, name, reason)
 
 
-def _with_shortcuts(resources: WorkerResources, kv: Sequence[str]) -> WorkerResources:
+def _with_shortcuts(
+    resources: WorkerResources, *, kv: Sequence[str], d1: Sequence[str]
+) -> WorkerResources:
     """``resources`` plus the bindings named by the harness's shortcut keywords."""
-    if not kv:
-        return resources
     return dataclasses.replace(
-        resources, kv=(*resources.kv, *(KvNamespaceBinding(name) for name in kv))
+        resources,
+        kv=(*resources.kv, *(KvNamespaceBinding(name) for name in kv)),
+        d1=(*resources.d1, *(D1DatabaseBinding(name) for name in d1)),
     )
 
 

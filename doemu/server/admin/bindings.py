@@ -17,13 +17,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...bindings import BindingError, WorkerBindings
+from ...bindings.d1.engine import Query, d1_value
+from ...bindings.d1.migrations import apply_migrations, migration_state
+from ...config.bindings import D1DatabaseBinding
 from ...errors import HttpError
+from ...inspection.readers import jsonable, read_sql
 from ...runtime import Runtime
 from .handlers import endpoint, int_query, json_body, param
 from .openapi import _ARRAY, _op
 
 __all__ = ["BINDING_PATHS", "BindingRoutes"]
 
+_SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _KV_BODY = (
     'expected a JSON body like {"value": "text", "metadata": {...}, "expirationTtl": 3600} '
     '(or "base64": "..." instead of "value" for bytes)'
@@ -54,6 +59,14 @@ class BindingRoutes:
             known = ", ".join(sorted(self.extra.kv)) or "none"
             raise HttpError(404, f"unknown KV binding {binding!r}; known: {known}")
         return binding
+
+    def _d1(self, request: Request) -> D1DatabaseBinding:
+        binding = param(request, "binding")
+        for spec in self.extra.resources.d1:
+            if spec.binding == binding:
+                return spec
+        known = ", ".join(sorted(self.extra.d1)) or "none"
+        raise HttpError(404, f"unknown D1 binding {binding!r}; known: {known}")
 
     # -- all bindings ----------------------------------------------------------------------------
     async def bindings(self, request: Request) -> Response:
@@ -111,6 +124,56 @@ class BindingRoutes:
             raise HttpError(400, f"{_KV_BODY}; {exc}") from None
         return JSONResponse({"key": key, "stored": True})
 
+    # -- D1 --------------------------------------------------------------------------------------
+    async def d1_sql(self, request: Request) -> Response:
+        spec = self._d1(request)
+        body = await json_body(request, _SQL_BODY)
+        query, params, write = body.get("query"), body.get("params", []), body.get("write", False)
+        if not isinstance(query, str):
+            raise HttpError(400, f"{_SQL_BODY}; 'query' must be a string")
+        if not isinstance(params, list):
+            raise HttpError(400, f"'params' must be a list, got {type(params).__name__}")
+        if not isinstance(write, bool):
+            raise HttpError(400, f"'write' must be true or false, got {json.dumps(write)}")
+        engine = self.extra.d1_engine(spec.binding)  # the file exists from here on
+        if not write:  # read from the file, beside the engine: never blocks or writes
+            return JSONResponse(await read_sql(engine.path, query, params))
+        try:
+            [result] = engine.run([Query(query, tuple(d1_value(v) for v in params))])
+        except BindingError as exc:
+            raise HttpError(400, exc.message) from None
+        durable = engine.durable([result])
+        if durable is not None:
+            await durable
+        return JSONResponse(
+            {
+                "columns": result.columns,
+                "rows": [[jsonable(v) for v in row] for row in result.rows],
+                "meta": result.meta,
+            }
+        )
+
+    async def d1_migrations(self, request: Request) -> Response:
+        spec = self._d1(request)
+        engine = self.extra.d1_engine(spec.binding)
+        if request.method == "POST":
+            try:
+                applied = apply_migrations(engine, spec)
+            except BindingError as exc:
+                raise HttpError(400, exc.message) from None
+            durable = engine.file.durable()
+            if durable is not None:
+                await durable
+            return JSONResponse({"applied": applied})
+        state = migration_state(engine, spec)
+        return JSONResponse(
+            {
+                "folder": str(spec.migrations_dir),
+                "applied": [{"name": n, "applied_at": at} for n, at in state.applied],
+                "pending": state.pending,
+            }
+        )
+
     def routes(self) -> list[Route]:
         return [
             Route("/bindings", endpoint(self.bindings)),
@@ -120,6 +183,9 @@ class BindingRoutes:
                 endpoint(self.kv_entry),
                 methods=["GET", "PUT", "DELETE"],
             ),
+            Route("/d1/{binding}/sql", endpoint(self.d1_sql), methods=["POST"]),
+            Route("/d1/{binding}/migrations", endpoint(self.d1_migrations), methods=["GET"]),
+            Route("/d1/{binding}/migrations/apply", endpoint(self.d1_migrations), methods=["POST"]),
         ]
 
 
@@ -166,5 +232,32 @@ BINDING_PATHS: dict[str, Any] = {
             },
         ),
         "delete": _op("Delete a KV entry", "Deleted", params=[_BINDING, _KEY]),
+    },
+    _API + "/d1/{binding}/sql": {
+        "post": _op(
+            "Run SQL on a D1 database: read-only from its file (at most 1000 rows) unless write "
+            "is true, then through the binding (D1's rules and texts)",
+            "Columns and rows",
+            params=[_BINDING],
+            body={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "params": {"type": "array"},
+                    "write": {"type": "boolean", "default": False},
+                },
+                "required": ["query"],
+            },
+        )
+    },
+    _API + "/d1/{binding}/migrations": {
+        "get": _op(
+            "Applied and pending migrations of the migrations folder",
+            "Migrations",
+            params=[_BINDING],
+        )
+    },
+    _API + "/d1/{binding}/migrations/apply": {
+        "post": _op("Apply the pending migrations in order", "Applied", params=[_BINDING])
     },
 }

@@ -6,6 +6,10 @@ GET  /counter/<name>   read it
 PUT  /cache/<key>      store the body in the KV namespace env.CACHE for an hour
 GET  /cache/<key>      read it back: {"key": "<key>", "value": "..." or null}
 # {{end:kv}}
+# {{with:d1}}
+POST /notes            add the body as a note in the D1 database env.DB
+GET  /notes            list the notes: {"notes": [{"id": 1, "text": "..."}]}
+# {{end:d1}}
 """
 
 from urllib.parse import urlparse
@@ -48,6 +52,16 @@ async def cache(env, request, key):
 
 
 # {{end:kv}}
+# {{with:d1}}
+async def notes(env, request):
+    """A D1 database: SQL with prepared statements (the table is in migrations/)."""
+    if request.method == "POST":
+        await env.DB.prepare("INSERT INTO notes (text) VALUES (?)").bind(await request.text()).run()
+    rows = await env.DB.prepare("SELECT id, text FROM notes ORDER BY id").all()
+    return Response.json({"notes": rows.results})
+
+
+# {{end:d1}}
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         parts = urlparse(request.url).path.strip("/").split("/")
@@ -55,6 +69,10 @@ class Default(WorkerEntrypoint):
         if len(parts) == 2 and parts[0] == "cache" and parts[1]:
             return await cache(self.env, request, parts[1])
         # {{end:kv}}
+        # {{with:d1}}
+        if parts == ["notes"]:
+            return await notes(self.env, request)
+        # {{end:d1}}
         if len(parts) != 2 or parts[0] != "counter" or not parts[1]:
             return Response("try: curl -X POST http://127.0.0.1:8787/counter/alice\n", status=404)
         counter = self.env.COUNTER.getByName(parts[1])

@@ -50,3 +50,16 @@ async def test_the_cache(doemu_harness):
 
 
 # {{end:kv}}
+# {{with:d1}}
+
+
+async def test_the_notes(doemu_harness):
+    h = await doemu_harness(config=WRANGLER_TOML)
+    assert await h.apply_d1_migrations("DB") == ["0001_create_notes.sql"]  # migrations/*.sql
+    worker = Default(None, h.env)
+    await worker.fetch(Request("http://localhost/notes", method="POST", body="buy milk"))
+    response = await worker.fetch(Request("http://localhost/notes"))
+    assert await response.json() == {"notes": [{"id": 1, "text": "buy milk"}]}
+
+
+# {{end:d1}}

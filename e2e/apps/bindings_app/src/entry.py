@@ -18,6 +18,29 @@ class Default(WorkerEntrypoint):
                 return Response("stored")
             value = await self.env.CACHE.get(key)
             return Response(json.dumps(value), headers={"content-type": "application/json"})
+        if parts[0] == "d1" and len(parts) == 2 and request.method == "PUT":
+            order = int(parts[1])
+            db = self.env.DB
+            await db.batch(
+                [
+                    db.prepare("INSERT INTO orders (id, note) VALUES (?, ?)").bind(order, "o"),
+                    db.prepare("INSERT INTO lines (order_id, item) VALUES (?, 'a')").bind(order),
+                    db.prepare("INSERT INTO lines (order_id, item) VALUES (?, 'b')").bind(order),
+                ]
+            )
+            return Response("stored")
+        if parts[0] == "d1-check":
+            rows = await self.env.DB.prepare(
+                "SELECT o.id AS id, count(l.id) AS n FROM orders o "
+                "LEFT JOIN lines l ON l.order_id = o.id GROUP BY o.id"
+            ).raw()
+            orphans = await self.env.DB.prepare(
+                "SELECT count(*) AS n FROM lines WHERE order_id NOT IN (SELECT id FROM orders)"
+            ).first("n")
+            return Response(
+                json.dumps({"orders": rows, "orphans": orphans}),
+                headers={"content-type": "application/json"},
+            )
         if parts[0] == "kv-count":
             listing = await self.env.CACHE.list()
             return Response(str(len(listing["keys"])))
