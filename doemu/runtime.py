@@ -15,6 +15,7 @@ User code never sees these types: it sees ``env.BINDING`` (a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import random
@@ -97,6 +98,7 @@ class Runtime:
         rng: random.Random | None = None,
         durability: Durability = "process",
         resources: WorkerResources | None = None,
+        entrypoints: Mapping[str, type] | None = None,
     ) -> None:
         self.worker_name = worker_name
         #: ``power``: commits are fsynced (off the loop) before their output leaves the object;
@@ -146,6 +148,8 @@ class Runtime:
             persist_dir=self.persist_dir,
             clock=self._clock,
             sync_pool=self.sync_pool,
+            host=self,
+            entrypoints=entrypoints,
         )
         self._env = Env({**(vars or {}), **self._stubs, **self.extra.env_values()})
         self.started = False
@@ -242,8 +246,19 @@ class Runtime:
             self.release_alarms()
 
     def release_alarms(self) -> None:
-        """Arm the alarms :meth:`start` loaded (idempotent)."""
+        """Arm the alarms :meth:`start` loaded, and the cron triggers (idempotent)."""
         self.alarms.release()
+        self.extra.start()
+
+    @contextlib.contextmanager
+    def entry_scope(self, wait_until: Callable[[Awaitable[Any]], None]) -> Iterator[None]:
+        """While an entrypoint the runtime calls (a cron, a service) runs, ``workers.waitUntil``
+        goes to its ``ctx.waitUntil``."""
+        token = current_entry.set(wait_until)
+        try:
+            yield
+        finally:
+            current_entry.reset(token)
 
     def _wait_until(self, awaitable: Awaitable[Any]) -> None:
         """``workers.waitUntil``: the current object's ``ctx.waitUntil``, else the request's."""
@@ -269,6 +284,7 @@ class Runtime:
         if self._closed:
             return
         self._closed = True  # from here on, ObjectHost.call refuses new events
+        self.extra.stop()
         running = [*self.alarms.stop(), *self._tasks]
         self.eviction.close()
         for task in running:

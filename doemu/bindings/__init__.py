@@ -12,6 +12,7 @@ and closes them with the runtime.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +21,25 @@ from ..config.bindings import WorkerResources
 from ..persist import d1_file, kv_file
 from ..storage.durability import SyncPool
 from .d1 import D1Database, D1Engine
+from .entry import EntryHost, ExecutionContext, find_entrypoints
 from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
 from .kv import KVNamespace, KvStore
+from .scheduled import CronService, NoScheduledHandler, ScheduledController
 
 __all__ = [
     "BindingError",
     "BindingSyntaxError",
     "BindingTypeError",
+    "CronService",
     "D1Database",
+    "EntryHost",
+    "ExecutionContext",
     "KVNamespace",
+    "NoScheduledHandler",
+    "ScheduledController",
     "ServiceError",
     "WorkerBindings",
+    "find_entrypoints",
 ]
 
 
@@ -44,8 +53,12 @@ class WorkerBindings:
         persist_dir: Path,
         clock: Clock,
         sync_pool: SyncPool | None = None,
+        host: EntryHost | None = None,
+        entrypoints: Mapping[str, type] | None = None,
     ) -> None:
         self.resources = resources
+        #: The Worker's ``WorkerEntrypoint`` classes by name (``Default`` is the entry Worker).
+        self.entrypoints = dict(entrypoints or {})
         self.persist_dir = persist_dir
         self.clock = clock
         self.sync_pool = sync_pool
@@ -59,6 +72,9 @@ class WorkerBindings:
             b.binding: D1Database(b.binding, functools.partial(self.d1_engine, b.binding))
             for b in resources.d1
         }
+        self.crons: CronService | None = None
+        if host is not None:
+            self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
         self._closed = False
 
     def describe(self) -> list[dict[str, Any]]:
@@ -112,8 +128,19 @@ class WorkerBindings:
             self._d1_engines[spec.resource] = engine
         return engine
 
+    def start(self) -> None:
+        """Arm the cron triggers (the runtime calls it once its alarms are released)."""
+        if self.crons is not None:
+            self.crons.start()
+
+    def stop(self) -> None:
+        """Disarm the timers (first step of closing)."""
+        if self.crons is not None:
+            self.crons.stop()
+
     def close(self) -> None:
         """Close every open file (the runtime has stopped every event before)."""
+        self.stop()
         self._closed = True
         for store in self._kv_stores.values():
             store.close()

@@ -43,7 +43,7 @@ HTML_HANDLING: tuple[HtmlHandling, ...] = (
 NOT_FOUND_HANDLING: tuple[NotFoundHandling, ...] = ("none", "404-page", "single-page-application")
 
 #: The config keys whose bindings doemu emulates (the others are warned about and ignored).
-EMULATED_KEYS = frozenset({"kv_namespaces", "d1_databases"})
+EMULATED_KEYS = frozenset({"kv_namespaces", "d1_databases", "triggers"})
 
 #: wrangler's default ``migrations_dir`` and ``migrations_table`` for D1.
 DEFAULT_MIGRATIONS_DIR = "migrations"
@@ -282,15 +282,16 @@ def _crons(check: Checker, value: Any) -> list[str]:
     if warning:
         check.warnings.append(warning)
     crons = check.strings(table.get("crons"), "triggers.crons") or []
-    from croniter import croniter  # only a config with crons pays for the import
+    if not crons:
+        return []
+    from .crons import CronExpression  # only a config with crons pays for croniter's import
 
     valid = []
     for index, cron in enumerate(crons):
-        if not croniter.is_valid(cron) or len(cron.split()) != 5:
-            check.errors.append(
-                f"triggers.crons[{index}]: invalid cron expression {show(cron)} (five fields: "
-                "minute hour day-of-month month day-of-week)"
-            )
+        try:
+            CronExpression(cron)
+        except ValueError as exc:
+            check.errors.append(f"triggers.crons[{index}]: {exc}")
         else:
             valid.append(cron)
     return valid

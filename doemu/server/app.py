@@ -36,6 +36,7 @@ from ..runtime import Runtime, current_entry
 from ..sockets.bridge import WriteBatch, bridge
 from ..sockets.protocol import SEND_FRAME
 from .admin import ADMIN_PREFIX, AdminApp
+from .scheduled import SCHEDULED_PATHS, run_scheduled
 from .transfer import RequestBody, read_request_body, send_response
 
 __all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
@@ -122,6 +123,9 @@ class DoemuApp:
             path: str = scope["path"]
             if path in _INSPECTOR_ALIASES:  # the inspector page lives with the API it reads
                 await _redirect(send, scope.get("root_path", "") + ADMIN_PREFIX + "/")
+                return
+            if path in SCHEDULED_PATHS:  # wrangler dev --test-scheduled's route, always on
+                await send_response(send, await run_scheduled(self.runtime, scope))
                 return
             if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
                 child = dict(scope)

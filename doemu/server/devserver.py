@@ -306,6 +306,7 @@ async def serve(
     """
     import uvicorn
 
+    from ..bindings import find_entrypoints
     from ..clock import ManualClock
     from ..runtime import ClassSpec, Runtime
     from ..storage import StorageLimits
@@ -333,6 +334,7 @@ async def serve(
                 max_live_objects=settings.max_live_objects,
                 limits=StorageLimits.production() if settings.limits == "production" else None,
                 resources=worker.resources,
+                entrypoints=find_entrypoints(loaded.module),
             )
         except (DoemuError, OSError) as exc:
             _fail(f"cannot start the runtime: {exc}")

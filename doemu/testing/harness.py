@@ -64,6 +64,9 @@ class WorkerHarness:
         resources: WorkerResources | None = None,
         kv_namespaces: Sequence[str] = (),
         d1_databases: Sequence[str] = (),
+        crons: Sequence[str] = (),
+        entry: type | None = None,
+        entrypoints: Mapping[str, type] | None = None,
     ) -> None:
         self.persist_dir = Path(persist_dir)
         self.worker_name = worker_name
@@ -87,8 +90,12 @@ class WorkerHarness:
         self._chaos_rng = chaos_rng or (chaos.rng_for(worker_name) if chaos else None)
         #: KV, D1, R2… (a project's, or the ones named with ``kv_namespaces=`` etc.).
         self.resources = _with_shortcuts(
-            resources or WorkerResources(), kv=kv_namespaces, d1=d1_databases
+            resources or WorkerResources(), kv=kv_namespaces, d1=d1_databases, crons=crons
         )
+        #: The Worker's entrypoint classes by name (``Default``: crons, ``SELF`` services…).
+        self.entrypoints = dict(entrypoints or {})
+        if entry is not None:
+            self.entrypoints["Default"] = entry
         self.runtime = self._new_runtime()
         self.control = RuntimeControl(self.runtime)
         #: The event loop that started the harness (None before :meth:`start`).
@@ -102,6 +109,7 @@ class WorkerHarness:
     @classmethod
     def from_config(cls, config: Path | str, **kwargs: Any) -> WorkerHarness:
         """A harness for a whole project: its wrangler config, main module, bindings and vars."""
+        from ..bindings import find_entrypoints
         from ..config import load_config
         from ..loader import load_worker
 
@@ -109,6 +117,7 @@ class WorkerHarness:
         loaded = load_worker(worker)
         kwargs.setdefault("vars", worker.vars)
         kwargs.setdefault("resources", worker.resources)
+        kwargs.setdefault("entrypoints", find_entrypoints(loaded.module))
         return cls(
             {
                 b.name: ClassSpec(
@@ -135,6 +144,7 @@ class WorkerHarness:
             "rng": self._rng,
             "durability": self.durability,
             "resources": self.resources,
+            "entrypoints": self.entrypoints,
         }
         if self.chaos is None:
             return Runtime(**options)  # chaos off: exactly the runtime doemu dev runs
@@ -214,6 +224,27 @@ class WorkerHarness:
         return self.runtime.host(binding, name).live
 
     # -- bindings --------------------------------------------------------------------------------
+    async def run_scheduled(
+        self, cron: str | None = None, scheduled_time: float | None = None
+    ) -> dict[str, Any]:
+        """Run the Worker's ``scheduled()`` handler now, as a cron trigger would, and wait for
+        it (and its ``waitUntil`` work); returns the outcome (``{"cron", "scheduledTime",
+        "outcome": "ok" | "exception", "error"?, "noRetry"}``). ``cron`` defaults to the first
+        ``[triggers] crons`` entry (else ``""``), ``scheduled_time`` to now on the clock."""
+        crons = self.runtime.extra.crons
+        assert crons is not None
+        if cron is None:
+            cron = crons.crons[0] if crons.crons else ""
+        outcome = await crons.run(cron, scheduled_time)
+        await self.control.settle()
+        return outcome
+
+    @property
+    def scheduled_runs(self) -> list[dict[str, Any]]:
+        """The outcomes of the cron runs so far (the latest 100), oldest first."""
+        crons = self.runtime.extra.crons
+        return [] if crons is None else list(crons.history)
+
     async def apply_d1_migrations(self, database: str) -> list[str]:
         """Apply the D1 database's pending migrations (its ``migrations_dir``) as ``doemu d1
         migrations apply`` does; returns the file names applied. ``database`` is the binding,
@@ -261,13 +292,14 @@ class WorkerHarness:
 
 
 def _with_shortcuts(
-    resources: WorkerResources, *, kv: Sequence[str], d1: Sequence[str]
+    resources: WorkerResources, *, kv: Sequence[str], d1: Sequence[str], crons: Sequence[str]
 ) -> WorkerResources:
     """``resources`` plus the bindings named by the harness's shortcut keywords."""
     return dataclasses.replace(
         resources,
         kv=(*resources.kv, *(KvNamespaceBinding(name) for name in kv)),
         d1=(*resources.d1, *(D1DatabaseBinding(name) for name in d1)),
+        crons=(*resources.crons, *crons),
     )
 
 

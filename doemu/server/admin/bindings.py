@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...bindings import BindingError, WorkerBindings
+from ...bindings import BindingError, NoScheduledHandler, WorkerBindings
 from ...bindings.d1.engine import Query, d1_value
 from ...bindings.d1.migrations import apply_migrations, migration_state
 from ...config.bindings import D1DatabaseBinding
@@ -28,6 +28,7 @@ from .openapi import _ARRAY, _op
 
 __all__ = ["BINDING_PATHS", "BindingRoutes"]
 
+_CRON_BODY = 'expected a JSON body like {"cron": "*/5 * * * *", "scheduledTime": 1700000000000}'
 _SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _KV_BODY = (
     'expected a JSON body like {"value": "text", "metadata": {...}, "expirationTtl": 3600} '
@@ -174,6 +175,31 @@ class BindingRoutes:
             }
         )
 
+    # -- crons -----------------------------------------------------------------------------------
+    async def crons(self, request: Request) -> Response:
+        crons = self.extra.crons
+        if crons is None:
+            return JSONResponse({"handler": False, "crons": [], "history": []})
+        return JSONResponse(crons.describe())
+
+    async def run_cron(self, request: Request) -> Response:
+        crons = self.extra.crons
+        body = await json_body(request, _CRON_BODY) if await request.body() else {}
+        cron = body.get("cron")
+        if cron is None:
+            cron = crons.crons[0] if crons is not None and crons.crons else ""
+        when = body.get("scheduledTime")
+        if not isinstance(cron, str):
+            raise HttpError(400, f"{_CRON_BODY}; 'cron' must be a string")
+        if when is not None and (isinstance(when, bool) or not isinstance(when, int | float)):
+            raise HttpError(400, f"{_CRON_BODY}; 'scheduledTime' must be epoch milliseconds")
+        if crons is None:
+            raise HttpError(404, "this runtime runs no cron triggers")
+        try:
+            return JSONResponse(await crons.run(cron, when))
+        except NoScheduledHandler as exc:
+            raise HttpError(404, str(exc)) from None
+
     def routes(self) -> list[Route]:
         return [
             Route("/bindings", endpoint(self.bindings)),
@@ -183,6 +209,8 @@ class BindingRoutes:
                 endpoint(self.kv_entry),
                 methods=["GET", "PUT", "DELETE"],
             ),
+            Route("/crons", endpoint(self.crons)),
+            Route("/crons/run", endpoint(self.run_cron), methods=["POST"]),
             Route("/d1/{binding}/sql", endpoint(self.d1_sql), methods=["POST"]),
             Route("/d1/{binding}/migrations", endpoint(self.d1_migrations), methods=["GET"]),
             Route("/d1/{binding}/migrations/apply", endpoint(self.d1_migrations), methods=["POST"]),
@@ -232,6 +260,19 @@ BINDING_PATHS: dict[str, Any] = {
             },
         ),
         "delete": _op("Delete a KV entry", "Deleted", params=[_BINDING, _KEY]),
+    },
+    _API + "/crons": {
+        "get": _op("Cron triggers with their next time (epoch ms), and the last 100 runs", "Crons")
+    },
+    _API + "/crons/run": {
+        "post": _op(
+            "Run the scheduled() handler now for a cron (default: the first trigger)",
+            "Outcome",
+            body={
+                "type": "object",
+                "properties": {"cron": {"type": "string"}, "scheduledTime": {"type": "number"}},
+            },
+        )
     },
     _API + "/d1/{binding}/sql": {
         "post": _op(

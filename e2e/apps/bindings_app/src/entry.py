@@ -7,6 +7,9 @@ from workers import Response, WorkerEntrypoint
 
 
 class Default(WorkerEntrypoint):
+    async def scheduled(self, controller, env, ctx):
+        await self.env.CACHE.put(f"cron:{controller.scheduledTime}", controller.cron)
+
     async def fetch(self, request):
         url = request.url
         path = url.split("://", 1)[1].split("/", 1)[1].split("?", 1)[0]
