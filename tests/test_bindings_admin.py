@@ -11,7 +11,12 @@ import httpx
 import pytest
 
 from doemu.clock import ManualClock
-from doemu.config.bindings import D1DatabaseBinding, KvNamespaceBinding, WorkerResources
+from doemu.config.bindings import (
+    D1DatabaseBinding,
+    KvNamespaceBinding,
+    R2BucketBinding,
+    WorkerResources,
+)
 from doemu.runtime import Runtime
 from doemu.server.app import DoemuApp
 
@@ -150,3 +155,34 @@ async def test_d1_migrations_and_sql_through_the_admin_api(
     }
     listed = (await c.get(f"{API}/bindings")).json()
     assert listed[0]["type"] == "d1" and listed[0]["resource"] == "app"
+
+
+async def test_r2_objects_through_the_admin_api(tmp_path: Path) -> None:
+    runtime = Runtime(
+        worker_name="bindings-admin",
+        classes={},
+        persist_dir=tmp_path / "state",
+        clock=ManualClock(T0),
+        resources=WorkerResources(r2=(R2BucketBinding("FILES", "files"),)),
+    )
+    await runtime.start()
+    try:
+        async with client(DoemuApp(runtime)) as c:
+            await runtime.env.FILES.put("a/b", "hello", httpMetadata={"contentType": "text/x"})
+            await runtime.env.FILES.put("c", b"\x00")
+            listed = (await c.get(f"{API}/r2/FILES/objects", params={"delimiter": "/"})).json()
+            assert [o["key"] for o in listed["objects"]] == ["c"]
+            assert listed["delimitedPrefixes"] == ["a/"] and listed["truncated"] is False
+            meta = (await c.get(f"{API}/r2/FILES/objects/{quote('a/b', safe='')}")).json()
+            assert meta["size"] == 5 and meta["httpMetadata"] == {"contentType": "text/x"}
+            assert meta["uploaded"] == T0 and meta["multipart"] is False
+            body = await c.get(f"{API}/r2/FILES/objects/{quote('a/b', safe='')}?body=1")
+            assert body.content == b"hello" and body.headers["content-type"].startswith("text/x")
+            gone = await c.delete(f"{API}/r2/FILES/objects/c")
+            assert gone.json() == {"key": "c", "deleted": True}
+            missing = await c.get(f"{API}/r2/FILES/objects/c")
+            assert missing.status_code == 404
+            assert missing.json() == {"error": "no object 'c' in R2 bucket FILES"}
+            assert (await c.get(f"{API}/r2/NOPE/objects")).status_code == 404
+    finally:
+        await runtime.close()

@@ -42,6 +42,7 @@ def test_with_bindings_the_project_loads_and_its_tests_pass(
     assert not config.warnings
     assert ("kv" in chosen) == bool(config.resources.kv)
     assert ("d1" in chosen) == bool(config.resources.d1)
+    assert ("r2" in chosen) == bool(config.resources.r2)
     assert not load_worker(config).warnings
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
@@ -58,5 +59,5 @@ def test_with_bindings_the_project_loads_and_its_tests_pass(
 def test_an_unknown_binding_is_refused_by_name(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["init", str(tmp_path / "p"), "--with", "kv,queues"])
     assert result.exit_code == 1
-    assert "--with queues: doemu init can add kv, d1" in result.output
+    assert "--with queues: doemu init can add kv, d1, r2" in result.output
     assert not (tmp_path / "p").exists()

@@ -18,12 +18,13 @@ from typing import Any
 
 from ..clock import Clock
 from ..config.bindings import WorkerResources
-from ..persist import d1_file, kv_file
+from ..persist import d1_file, kv_file, r2_dir
 from ..storage.durability import SyncPool
 from .d1 import D1Database, D1Engine
 from .entry import EntryHost, ExecutionContext, find_entrypoints
 from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
 from .kv import KVNamespace, KvStore
+from .r2 import R2Bucket, R2Store
 from .scheduled import CronService, NoScheduledHandler, ScheduledController
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ExecutionContext",
     "KVNamespace",
     "NoScheduledHandler",
+    "R2Bucket",
     "ScheduledController",
     "ServiceError",
     "WorkerBindings",
@@ -72,6 +74,11 @@ class WorkerBindings:
             b.binding: D1Database(b.binding, functools.partial(self.d1_engine, b.binding))
             for b in resources.d1
         }
+        self._r2_stores: dict[str, R2Store] = {}
+        self.r2: dict[str, R2Bucket] = {
+            b.binding: R2Bucket(b.binding, functools.partial(self.r2_store, b.binding))
+            for b in resources.r2
+        }
         self.crons: CronService | None = None
         if host is not None:
             self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
@@ -99,11 +106,20 @@ class WorkerBindings:
             }
             for b in self.resources.d1
         ]
+        out += [
+            {
+                "binding": b.binding,
+                "type": "r2",
+                "resource": b.resource,
+                "directory": str(r2_dir(self.persist_dir, b.resource)),
+            }
+            for b in self.resources.r2
+        ]
         return out
 
     def env_values(self) -> dict[str, Any]:
         """What ``env`` gets: ``{binding name: binding object}``."""
-        return {**self.kv, **self.d1}
+        return {**self.kv, **self.d1, **self.r2}
 
     # -- stores -------------------------------------------------------------------------------
     def kv_store(self, binding: str) -> KvStore:
@@ -128,6 +144,17 @@ class WorkerBindings:
             self._d1_engines[spec.resource] = engine
         return engine
 
+    def r2_store(self, binding: str) -> R2Store:
+        """The store behind the R2 binding ``binding`` (opened on first use)."""
+        spec = _find(self.resources.r2, binding, "R2 bucket")
+        store = self._r2_stores.get(spec.resource)
+        if store is None:
+            if self._closed:
+                raise BindingError(f"env.{binding}: the runtime is closed")
+            store = R2Store(r2_dir(self.persist_dir, spec.resource), self.clock, self.sync_pool)
+            self._r2_stores[spec.resource] = store
+        return store
+
     def start(self) -> None:
         """Arm the cron triggers (the runtime calls it once its alarms are released)."""
         if self.crons is not None:
@@ -148,6 +175,9 @@ class WorkerBindings:
         for engine in self._d1_engines.values():
             engine.close()
         self._d1_engines.clear()
+        for bucket in self._r2_stores.values():
+            bucket.close()
+        self._r2_stores.clear()
 
 
 def _find(specs: Any, binding: str, kind: str) -> Any:

@@ -17,6 +17,7 @@ a number or ``None``; :func:`settled` and :func:`after` are the promises binding
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import math
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
@@ -157,10 +158,17 @@ def call(work: Callable[[], Awaitable[T]]) -> Awaitable[T]:
     barrier = before_call()
     if barrier is None:
         try:
-            return work()
+            result = work()
         except BindingError as exc:
             return rejected(exc)
-    task = asyncio.ensure_future(_after_gate(barrier, work))
+        if not inspect.iscoroutine(result):
+            return result
+        # Work that waits (file I/O, a stream) runs as a task: it happens even unawaited.
+        return _keep(asyncio.ensure_future(result))
+    return _keep(asyncio.ensure_future(_after_gate(barrier, work)))
+
+
+def _keep(task: asyncio.Task[T]) -> asyncio.Task[T]:
     _waiting.add(task)
     task.add_done_callback(_waiting.discard)
     return task

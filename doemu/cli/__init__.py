@@ -182,7 +182,7 @@ def _dev(
     "with_",
     default="",
     metavar="kv,...",
-    help="Also bind these (comma-separated): kv, d1.  [default: none]",
+    help="Also bind these (comma-separated): kv, d1, r2.  [default: none]",
 )
 def init(directory: Path, force: bool, with_: str) -> None:
     """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: What ``doemu init --with`` can add (each a ``# {{with:NAME}}`` block of the template).
-BINDING_CHOICES = ("kv", "d1")
+BINDING_CHOICES = ("kv", "d1", "r2")
 #: Template files written only with a binding (template path → project path).
 BINDING_FILES: dict[str, dict[str, str]] = {
     "d1": {"migrations/0001_create_notes.sql": "migrations/0001_create_notes.sql"},

@@ -22,7 +22,12 @@ from typing import Any
 
 from ..clock import ManualClock
 from ..config import Durability
-from ..config.bindings import D1DatabaseBinding, KvNamespaceBinding, WorkerResources
+from ..config.bindings import (
+    D1DatabaseBinding,
+    KvNamespaceBinding,
+    R2BucketBinding,
+    WorkerResources,
+)
 from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
@@ -64,6 +69,7 @@ class WorkerHarness:
         resources: WorkerResources | None = None,
         kv_namespaces: Sequence[str] = (),
         d1_databases: Sequence[str] = (),
+        r2_buckets: Sequence[str] = (),
         crons: Sequence[str] = (),
         entry: type | None = None,
         entrypoints: Mapping[str, type] | None = None,
@@ -90,7 +96,11 @@ class WorkerHarness:
         self._chaos_rng = chaos_rng or (chaos.rng_for(worker_name) if chaos else None)
         #: KV, D1, R2… (a project's, or the ones named with ``kv_namespaces=`` etc.).
         self.resources = _with_shortcuts(
-            resources or WorkerResources(), kv=kv_namespaces, d1=d1_databases, crons=crons
+            resources or WorkerResources(),
+            kv=kv_namespaces,
+            d1=d1_databases,
+            r2=r2_buckets,
+            crons=crons,
         )
         #: The Worker's entrypoint classes by name (``Default``: crons, ``SELF`` services…).
         self.entrypoints = dict(entrypoints or {})
@@ -292,13 +302,19 @@ class WorkerHarness:
 
 
 def _with_shortcuts(
-    resources: WorkerResources, *, kv: Sequence[str], d1: Sequence[str], crons: Sequence[str]
+    resources: WorkerResources,
+    *,
+    kv: Sequence[str],
+    d1: Sequence[str],
+    r2: Sequence[str],
+    crons: Sequence[str],
 ) -> WorkerResources:
     """``resources`` plus the bindings named by the harness's shortcut keywords."""
     return dataclasses.replace(
         resources,
         kv=(*resources.kv, *(KvNamespaceBinding(name) for name in kv)),
         d1=(*resources.d1, *(D1DatabaseBinding(name) for name in d1)),
+        r2=(*resources.r2, *(R2BucketBinding(name) for name in r2)),
         crons=(*resources.crons, *crons),
     )
 

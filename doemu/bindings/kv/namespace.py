@@ -17,12 +17,12 @@ doemu logs a warning the first time, because silently ignored TTLs are a classic
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ...compat.bodies import read_all
 from ...compat.jsproxy import JsBuffer
 from ...compat.readable import ReadableStream, stream_of
 from ...compat.rpc import JsDict
@@ -199,13 +199,10 @@ class KVNamespace:
         return call(lambda: self._put(values, _value_bytes(value)))
 
     def _put_stream(self, values: _Args, stream: ReadableStream) -> Awaitable[None]:
-        from ...compat.bodies import read_all
-
         async def work() -> None:
-            data = await read_all(stream)
-            await self._put(values, data)
+            await self._put(values, await read_all(stream))
 
-        return call(_later(work))
+        return call(work)
 
     def _put(self, values: _Args, data: bytes) -> Awaitable[None]:
         key, options = _arg(values, 0), _arg(values, 2)
@@ -240,21 +237,6 @@ class KVNamespace:
             return after(self._open().delete(name), None)
 
         return call(work)
-
-
-def _later(work: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
-    """``work`` started as a task, so the put happens even if nobody awaits it."""
-
-    def start() -> Awaitable[None]:
-        task = asyncio.ensure_future(work())
-        _running.add(task)
-        task.add_done_callback(_running.discard)
-        return task
-
-    return start
-
-
-_running: set[asyncio.Task[None]] = set()
 
 
 def _arg(values: list[Any], index: int) -> Any:

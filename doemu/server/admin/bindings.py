@@ -44,6 +44,22 @@ def _jsonable_value(value: bytes) -> Any:
         return {"$bytes": base64.b64encode(value).decode("ascii")}
 
 
+def _r2_json(row: Any) -> dict[str, Any]:
+    """An R2 object's metadata as the admin API shows it (``uploaded`` in epoch ms)."""
+    return {
+        "key": row.key,
+        "size": row.size,
+        "etag": row.etag,
+        "version": row.version,
+        "uploaded": row.uploaded,
+        "multipart": row.blob_id is None,
+        "httpMetadata": json.loads(row.http_metadata),
+        "customMetadata": json.loads(row.custom_metadata),
+        "checksums": json.loads(row.checksums),
+        "storageClass": row.storage_class,
+    }
+
+
 class BindingRoutes:
     """The handlers of the binding routes, over one runtime's :class:`WorkerBindings`."""
 
@@ -175,6 +191,49 @@ class BindingRoutes:
             }
         )
 
+    # -- R2 --------------------------------------------------------------------------------------
+    def _r2(self, request: Request) -> str:
+        binding = param(request, "binding")
+        if binding not in self.extra.r2:
+            known = ", ".join(sorted(self.extra.r2)) or "none"
+            raise HttpError(404, f"unknown R2 binding {binding!r}; known: {known}")
+        return binding
+
+    async def r2_objects(self, request: Request) -> Response:
+        store = self.extra.r2_store(self._r2(request))
+        query = request.query_params
+        limit = int_query(request, "limit", 1000) or 1000
+        cursor = query.get("cursor")
+        start = base64.b64decode(cursor).decode("utf-8", "replace") if cursor else None
+        rows, prefixes, last = store.list(
+            query.get("prefix", ""), start, min(limit, 1000), query.get("delimiter") or None
+        )
+        return JSONResponse(
+            {
+                "objects": [_r2_json(row) for row in rows],
+                "delimitedPrefixes": prefixes,
+                "truncated": last is not None,
+                "cursor": None if last is None else base64.b64encode(last.encode()).decode(),
+            }
+        )
+
+    async def r2_object(self, request: Request) -> Response:
+        binding = self._r2(request)
+        key = param(request, "key")
+        store = self.extra.r2_store(binding)
+        row = store.head(key)
+        if request.method == "DELETE":
+            await self.extra.r2[binding].delete(key)
+            return JSONResponse({"key": key, "deleted": row is not None})
+        if row is None:
+            raise HttpError(404, f"no object {key!r} in R2 bucket {binding}")
+        if request.query_params.get("body") not in (None, "", "0", "false"):
+            chunks = await store.read(row, 0, row.size)
+            data = b"".join([chunk async for chunk in chunks])
+            media = json.loads(row.http_metadata).get("contentType") or "application/octet-stream"
+            return Response(data, media_type=media)
+        return JSONResponse(_r2_json(row))
+
     # -- crons -----------------------------------------------------------------------------------
     async def crons(self, request: Request) -> Response:
         crons = self.extra.crons
@@ -208,6 +267,12 @@ class BindingRoutes:
                 "/kv/{binding}/keys/{key}",  # a key with "/" is sent as %2F
                 endpoint(self.kv_entry),
                 methods=["GET", "PUT", "DELETE"],
+            ),
+            Route("/r2/{binding}/objects", endpoint(self.r2_objects)),
+            Route(
+                "/r2/{binding}/objects/{key}",  # a key with "/" is sent as %2F
+                endpoint(self.r2_object),
+                methods=["GET", "DELETE"],
             ),
             Route("/crons", endpoint(self.crons)),
             Route("/crons/run", endpoint(self.run_cron), methods=["POST"]),
@@ -260,6 +325,27 @@ BINDING_PATHS: dict[str, Any] = {
             },
         ),
         "delete": _op("Delete a KV entry", "Deleted", params=[_BINDING, _KEY]),
+    },
+    _API + "/r2/{binding}/objects": {
+        "get": _op(
+            "A page of an R2 bucket's objects (metadata only)",
+            "Objects",
+            params=[
+                _BINDING,
+                {"name": "prefix", "in": "query", "schema": {"type": "string"}},
+                {"name": "delimiter", "in": "query", "schema": {"type": "string"}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}},
+                {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+            ],
+        )
+    },
+    _API + "/r2/{binding}/objects/{key}": {
+        "get": _op(
+            "One R2 object's metadata, or with ?body=1 its body (the stored content type)",
+            "Object",
+            params=[_BINDING, _KEY, {"name": "body", "in": "query", "schema": {"type": "string"}}],
+        ),
+        "delete": _op("Delete an R2 object", "Deleted", params=[_BINDING, _KEY]),
     },
     _API + "/crons": {
         "get": _op("Cron triggers with their next time (epoch ms), and the last 100 runs", "Crons")

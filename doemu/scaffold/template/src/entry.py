@@ -10,6 +10,10 @@ GET  /cache/<key>      read it back: {"key": "<key>", "value": "..." or null}
 POST /notes            add the body as a note in the D1 database env.DB
 GET  /notes            list the notes: {"notes": [{"id": 1, "text": "..."}]}
 # {{end:d1}}
+# {{with:r2}}
+PUT  /files/<key>      store the body in the R2 bucket env.FILES (with its content type)
+GET  /files/<key>      get it back, with its content type and etag
+# {{end:r2}}
 """
 
 from urllib.parse import urlparse
@@ -62,6 +66,20 @@ async def notes(env, request):
 
 
 # {{end:d1}}
+# {{with:r2}}
+async def files(env, request, key):
+    """An R2 bucket: objects with HTTP metadata, streamed in and out."""
+    if request.method == "PUT":
+        content_type = request.headers.get("content-type") or "application/octet-stream"
+        await env.FILES.put(key, await request.bytes(), httpMetadata={"contentType": content_type})
+    found = await env.FILES.get(key)
+    if found is None:
+        return Response("no such file\n", status=404)
+    headers = {"etag": found.httpEtag, "content-type": found.httpMetadata.contentType}
+    return Response(await found.text(), headers=headers)
+
+
+# {{end:r2}}
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         parts = urlparse(request.url).path.strip("/").split("/")
@@ -73,6 +91,10 @@ class Default(WorkerEntrypoint):
         if parts == ["notes"]:
             return await notes(self.env, request)
         # {{end:d1}}
+        # {{with:r2}}
+        if len(parts) == 2 and parts[0] == "files" and parts[1]:
+            return await files(self.env, request, parts[1])
+        # {{end:r2}}
         if len(parts) != 2 or parts[0] != "counter" or not parts[1]:
             return Response("try: curl -X POST http://127.0.0.1:8787/counter/alice\n", status=404)
         counter = self.env.COUNTER.getByName(parts[1])

@@ -63,3 +63,23 @@ async def test_the_notes(doemu_harness):
 
 
 # {{end:d1}}
+# {{with:r2}}
+
+
+async def test_the_files(doemu_harness):
+    h = await doemu_harness(config=WRANGLER_TOML)
+    worker = Default(None, h.env)
+    put = Request(
+        "http://localhost/files/hello.txt",
+        method="PUT",
+        body="hi",
+        headers={"content-type": "text/plain"},
+    )
+    await worker.fetch(put)
+    response = await worker.fetch(Request("http://localhost/files/hello.txt"))
+    assert await response.text() == "hi"
+    assert response.headers["content-type"] == "text/plain"
+    assert (await worker.fetch(Request("http://localhost/files/none"))).status == 404
+
+
+# {{end:r2}}

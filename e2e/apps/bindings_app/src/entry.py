@@ -1,6 +1,7 @@
 """HTTP endpoints over the Worker's bindings: each write answers only once the binding has
 acknowledged it, so the crash tests know what must survive."""
 
+import hashlib
 import json
 
 from workers import Response, WorkerEntrypoint
@@ -43,6 +44,37 @@ class Default(WorkerEntrypoint):
             return Response(
                 json.dumps({"orders": rows, "orphans": orphans}),
                 headers={"content-type": "application/json"},
+            )
+        if parts[0] == "r2" and len(parts) == 2 and request.method == "PUT":
+            data = await request.bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            await self.env.FILES.put(parts[1], data, customMetadata={"sha256": digest})
+            return Response("stored")
+        if parts[0] == "r2-multi" and len(parts) == 2 and request.method == "PUT":
+            data = await request.bytes()
+            upload = await self.env.FILES.createMultipartUpload(
+                parts[1], customMetadata={"sha256": hashlib.sha256(data).hexdigest()}
+            )
+            half = 5 * 1024 * 1024
+            first = await upload.uploadPart(1, data[:half])
+            second = await upload.uploadPart(2, data[half:])
+            await upload.complete([first, second])
+            return Response("stored")
+        if parts[0] == "r2-check":
+            seen, bad, cursor = [], [], None
+            while True:
+                page = await self.env.FILES.list(include=["customMetadata"], cursor=cursor)
+                for item in page.objects:
+                    body = await self.env.FILES.get(item.key)
+                    data = bytes(await body.arrayBuffer())
+                    seen.append(item.key)
+                    if hashlib.sha256(data).hexdigest() != item.customMetadata["sha256"]:
+                        bad.append(item.key)
+                if not page.truncated:
+                    break
+                cursor = page.cursor
+            return Response(
+                json.dumps({"keys": seen, "bad": bad}), headers={"content-type": "application/json"}
             )
         if parts[0] == "kv-count":
             listing = await self.env.CACHE.list()
