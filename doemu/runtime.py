@@ -150,6 +150,7 @@ class Runtime:
             sync_pool=self.sync_pool,
             host=self,
             entrypoints=entrypoints,
+            worker_name=worker_name,
         )
         self._env = Env({**(vars or {}), **self._stubs, **self.extra.env_values()})
         self.started = False

@@ -26,6 +26,7 @@ from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceE
 from .kv import KVNamespace, KvStore
 from .r2 import R2Bucket, R2Store
 from .scheduled import CronService, NoScheduledHandler, ScheduledController
+from .services import Fetcher, ServiceNotFound, resolve_service
 
 __all__ = [
     "BindingError",
@@ -35,11 +36,13 @@ __all__ = [
     "D1Database",
     "EntryHost",
     "ExecutionContext",
+    "Fetcher",
     "KVNamespace",
     "NoScheduledHandler",
     "R2Bucket",
     "ScheduledController",
     "ServiceError",
+    "ServiceNotFound",
     "WorkerBindings",
     "find_entrypoints",
 ]
@@ -57,6 +60,7 @@ class WorkerBindings:
         sync_pool: SyncPool | None = None,
         host: EntryHost | None = None,
         entrypoints: Mapping[str, type] | None = None,
+        worker_name: str = "worker",
     ) -> None:
         self.resources = resources
         #: The Worker's ``WorkerEntrypoint`` classes by name (``Default`` is the entry Worker).
@@ -79,6 +83,11 @@ class WorkerBindings:
             b.binding: R2Bucket(b.binding, functools.partial(self.r2_store, b.binding))
             for b in resources.r2
         }
+        self.services: dict[str, Fetcher] = {}
+        if host is not None:
+            for spec in resources.services:
+                cls = resolve_service(spec, worker_name, self.entrypoints)
+                self.services[spec.binding] = Fetcher(spec, cls, host)
         self.crons: CronService | None = None
         if host is not None:
             self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
@@ -115,11 +124,21 @@ class WorkerBindings:
             }
             for b in self.resources.r2
         ]
+        out += [
+            {
+                "binding": b.binding,
+                "type": "service",
+                "resource": b.service,
+                "target": (b.entrypoint or "Default") if b.local else f"Worker {b.service!r}",
+                "local": b.local,
+            }
+            for b in self.resources.services
+        ]
         return out
 
     def env_values(self) -> dict[str, Any]:
         """What ``env`` gets: ``{binding name: binding object}``."""
-        return {**self.kv, **self.d1, **self.r2}
+        return {**self.kv, **self.d1, **self.r2, **self.services}
 
     # -- stores -------------------------------------------------------------------------------
     def kv_store(self, binding: str) -> KvStore:

@@ -56,7 +56,7 @@ class ExecutionContext:
 
 def find_entrypoints(module: types.ModuleType) -> dict[str, type]:
     """The ``WorkerEntrypoint`` subclasses ``module`` defines or imports, by name."""
-    import workers
+    from ..compat import workers
 
     base: type = workers.WorkerEntrypoint
     return {

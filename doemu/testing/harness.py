@@ -26,6 +26,7 @@ from ..config.bindings import (
     D1DatabaseBinding,
     KvNamespaceBinding,
     R2BucketBinding,
+    ServiceBinding,
     WorkerResources,
 )
 from ..control import RuntimeControl
@@ -71,6 +72,7 @@ class WorkerHarness:
         d1_databases: Sequence[str] = (),
         r2_buckets: Sequence[str] = (),
         crons: Sequence[str] = (),
+        services: Mapping[str, str] | None = None,
         entry: type | None = None,
         entrypoints: Mapping[str, type] | None = None,
     ) -> None:
@@ -101,6 +103,10 @@ class WorkerHarness:
             d1=d1_databases,
             r2=r2_buckets,
             crons=crons,
+            services=tuple(
+                ServiceBinding(binding, worker_name, None if target == "Default" else target)
+                for binding, target in (services or {}).items()
+            ),
         )
         #: The Worker's entrypoint classes by name (``Default``: crons, ``SELF`` services…).
         self.entrypoints = dict(entrypoints or {})
@@ -308,6 +314,7 @@ def _with_shortcuts(
     d1: Sequence[str],
     r2: Sequence[str],
     crons: Sequence[str],
+    services: Sequence[ServiceBinding],
 ) -> WorkerResources:
     """``resources`` plus the bindings named by the harness's shortcut keywords."""
     return dataclasses.replace(
@@ -315,6 +322,7 @@ def _with_shortcuts(
         kv=(*resources.kv, *(KvNamespaceBinding(name) for name in kv)),
         d1=(*resources.d1, *(D1DatabaseBinding(name) for name in d1)),
         r2=(*resources.r2, *(R2BucketBinding(name) for name in r2)),
+        services=(*resources.services, *services),
         crons=(*resources.crons, *crons),
     )
 
