@@ -29,6 +29,10 @@ def test_crons_on_a_real_server(dev_server: Any) -> None:
     assert "CACHE → kv e2e-cache" in out and "DB → d1 e2e-db-id" in out
     assert "crons:   * * * * * (scheduled;" in out
     with httpx.Client(base_url=server.url, timeout=10) as http:
+        page = http.get("/hello")  # [assets] answer before the Worker
+        assert page.status_code == 200 and "hello from assets" in page.text
+        assert http.get("/hello.html").headers["location"] == "/hello"
+        assert http.get("/kv-count").text == "0"  # everything else reaches the Worker
         assert cron_keys(http) == []
         http.post("/__doemu/api/clock", json={"advance_ms": 3 * MINUTE}).raise_for_status()
         assert len(cron_keys(http)) == 3
@@ -40,6 +44,6 @@ def test_crons_on_a_real_server(dev_server: Any) -> None:
         assert [r["cron"] for r in crons["history"]] == ["* * * * *"] * 3 + ["*/5 * * * *"]
     server.kill()
     server.start()
-    with httpx.Client(base_url=server.url, timeout=10) as http:
+    with httpx.Client(base_url=server.url, timeout=10, follow_redirects=False) as http:
         assert cron_keys(http) == keys  # nothing replayed
         assert http.get("/__doemu/api/crons").json()["history"] == []

@@ -20,6 +20,7 @@ from ..clock import Clock
 from ..config.bindings import WorkerResources
 from ..persist import d1_file, kv_file, r2_dir
 from ..storage.durability import SyncPool
+from .assets import AssetsBinding, AssetServer
 from .d1 import D1Database, D1Engine
 from .entry import EntryHost, ExecutionContext, find_entrypoints
 from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
@@ -29,6 +30,8 @@ from .scheduled import CronService, NoScheduledHandler, ScheduledController
 from .services import Fetcher, ServiceNotFound, resolve_service
 
 __all__ = [
+    "AssetServer",
+    "AssetsBinding",
     "BindingError",
     "BindingSyntaxError",
     "BindingTypeError",
@@ -88,6 +91,8 @@ class WorkerBindings:
             for spec in resources.services:
                 cls = resolve_service(spec, worker_name, self.entrypoints)
                 self.services[spec.binding] = Fetcher(spec, cls, host)
+        #: ``[assets]``: served before the Worker (see doemu.bindings.assets.server).
+        self.assets = AssetServer(resources.assets) if resources.assets is not None else None
         self.crons: CronService | None = None
         if host is not None:
             self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
@@ -134,11 +139,26 @@ class WorkerBindings:
             }
             for b in self.resources.services
         ]
+        assets = self.resources.assets
+        if assets is not None:
+            out.append(
+                {
+                    "binding": assets.binding or "(no binding)",
+                    "type": "assets",
+                    "resource": assets.html_handling,
+                    "directory": str(assets.directory),
+                    "not_found_handling": assets.not_found_handling,
+                    "run_worker_first": assets.run_worker_first,
+                }
+            )
         return out
 
     def env_values(self) -> dict[str, Any]:
         """What ``env`` gets: ``{binding name: binding object}``."""
-        return {**self.kv, **self.d1, **self.r2, **self.services}
+        values: dict[str, Any] = {**self.kv, **self.d1, **self.r2, **self.services}
+        if self.assets is not None and self.assets.config.binding:
+            values[self.assets.config.binding] = AssetsBinding(self.assets)
+        return values
 
     # -- stores -------------------------------------------------------------------------------
     def kv_store(self, binding: str) -> KvStore:

@@ -43,7 +43,9 @@ HTML_HANDLING: tuple[HtmlHandling, ...] = (
 NOT_FOUND_HANDLING: tuple[NotFoundHandling, ...] = ("none", "404-page", "single-page-application")
 
 #: The config keys whose bindings doemu emulates (the others are warned about and ignored).
-EMULATED_KEYS = frozenset({"kv_namespaces", "d1_databases", "triggers", "r2_buckets", "services"})
+EMULATED_KEYS = frozenset(
+    {"kv_namespaces", "d1_databases", "triggers", "r2_buckets", "services", "assets"}
+)
 
 #: wrangler's default ``migrations_dir`` and ``migrations_table`` for D1.
 DEFAULT_MIGRATIONS_DIR = "migrations"

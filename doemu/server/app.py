@@ -160,7 +160,11 @@ class DoemuApp:
         try:
             body = await read_request_body(scope, receive, self.max_body)
             request = self._request(scope, body.data)
-            response = await self._dispatch(scope, request)
+            assets = self.runtime.extra.assets
+            if assets is not None and assets.first(request.method, request.url, request.headers):
+                response = await assets.respond(request)  # [assets]: before the Worker
+            else:
+                response = await self._dispatch(scope, request)
             if response._web_socket is not None:
                 _discard_server_end(response._web_socket)
                 response = _not_upgraded(request.headers)
