@@ -184,6 +184,8 @@ async def test_not_found_handling(serve: Any, public: Path) -> None:
     assert await outcome(page, "/via-binding/sub/deep/nope") == (404, "sub 404")
     assert await outcome(page, "/via-binding/nope") == (404, "top 404")
     assert await outcome(page, "/via-binding/app.js") == (200, "console.log(1)")
+    # A fetch() through the binding follows the redirect, as on Cloudflare.
+    assert await outcome(page, "/via-binding/file.html") == (200, "<p>file</p>")
     spa = await serve(_assets(public, not_found_handling="single-page-application"))
     navigate = {"sec-fetch-mode": "navigate"}
     assert await outcome(spa, "/some/route", headers=navigate) == (200, "<p>home</p>")

@@ -20,6 +20,8 @@ DONE: list[str] = []
 
 class Auth(WorkerEntrypoint):
     async def fetch(self, request: Any) -> Any:
+        if request.url.endswith("/old"):
+            return Response(None, status=307, headers={"location": "/new"})
         body = await request.text()
         return Response(
             f"{request.method} {request.url} {body}", headers={"x-by": "auth"}, status=201
@@ -88,6 +90,10 @@ async def test_fetch_through_a_service(doemu_harness: HarnessFactory) -> None:
     again = await env.AUTH.fetch(Request("http://auth/req", method="PUT", body="b"))
     assert await again.text() == "PUT http://auth/req b"
     assert await (await env.SELF.fetch("http://self/")).text() == "default"
+    moved = await env.AUTH.fetch("http://auth/old")  # redirects are followed, as by fetch()
+    assert await moved.text() == "GET http://auth/new "
+    manual = await env.AUTH.fetch("http://auth/old", redirect="manual")
+    assert (manual.status, manual.headers.get("location")) == (307, "/new")
 
 
 async def test_rpc_values_cross_as_between_python_workers(doemu_harness: HarnessFactory) -> None:

@@ -16,7 +16,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-__all__ = ["EntryHost", "ExecutionContext", "find_entrypoints"]
+__all__ = ["EntryHost", "ExecutionContext", "find_entrypoints", "follow_redirects"]
+
+#: The statuses ``fetch()`` follows, and how many times at most (the Fetch standard's 20).
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 20
 
 
 class EntryHost(Protocol):
@@ -64,3 +68,37 @@ def find_entrypoints(module: types.ModuleType) -> dict[str, type]:
         for name, value in vars(module).items()
         if isinstance(value, type) and issubclass(value, base) and value is not base
     }
+
+
+async def follow_redirects(send: Callable[[Any], Awaitable[Any]], request: Any) -> Any:
+    """``fetch()`` through a binding (a service, the assets): redirects are followed as
+    workerd follows them for a Fetcher, unless the request says ``redirect="manual"`` (the 3xx
+    is returned) or ``"error"`` (a ``TypeError``).
+
+    A 303 (and a 301/302 answering a POST) continues as a GET without a body; a 307/308 repeats
+    the method and a body given as bytes.
+    """
+    from urllib.parse import urljoin
+
+    from ..compat import workers
+
+    for _ in range(_MAX_REDIRECTS + 1):
+        response = await send(request)
+        location = response.headers.get("location")
+        if response.status not in _REDIRECTS or location is None:
+            return response
+        mode = request.redirect
+        if mode == "manual":
+            return response
+        if mode == "error":
+            raise TypeError(f"Redirect to {location} refused: the request's redirect is 'error'")
+        method = str(request.method)
+        body = request._body if isinstance(request._body, bytes) else None
+        if (response.status == 303 and method != "HEAD") or (
+            response.status in (301, 302) and method == "POST"
+        ):
+            method, body = "GET", None
+        request = workers.Request(
+            urljoin(request.url, location), method=method, headers=request.headers, body=body
+        )
+    raise TypeError(f"Too many redirects (more than {_MAX_REDIRECTS})")

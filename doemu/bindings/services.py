@@ -4,8 +4,9 @@
 ``env.AUTH`` a stub of the ``Auth(WorkerEntrypoint)`` class of the main module (``Default``
 without an ``entrypoint``). Each call builds a fresh instance with ``(ctx, env)``, as Cloudflare
 does per call: ``await env.AUTH.fetch(url_or_request, **options)`` gets its ``fetch``'s
-``Response``, ``await env.AUTH.check(token)`` calls a method (``async`` or not). Values cross as
-they do between two Python Workers on Cloudflare (checked on workerd-Python): arguments are
+``Response`` (redirects followed, as by any ``fetch()``, unless ``redirect="manual"``), and
+``await env.AUTH.check(token)`` calls a method (``async`` or not). Values cross as they do
+between two Python Workers on Cloudflare (checked on workerd-Python): arguments are
 checked by ``python_to_rpc`` (tuples refused), keyword arguments become one trailing object (so
 ``f(1, b=3)`` receives ``(1, {"b": 3})``), and both arguments and the result are copied
 (structured clone) and arrive as JS values do (``JsDict``, ``memoryview``, JS numbers). A method
@@ -30,7 +31,7 @@ from ..compat.rpc import python_to_rpc
 from ..config.bindings import ServiceBinding
 from ..errors import DoemuError
 from .boundary import call, js_arguments, to_python
-from .entry import EntryHost, ExecutionContext
+from .entry import EntryHost, ExecutionContext, follow_redirects
 from .errors import ServiceError
 
 __all__ = ["Fetcher", "ServiceNotFound", "resolve_service"]
@@ -113,7 +114,7 @@ class Fetcher:
             raise TypeError("fetch() got multiple values for keyword argument 'fetcher'")
         request = workers.Request._for_fetch(resource, kwargs)
 
-        async def work() -> Any:
+        async def send(request: Any) -> Any:
             self._target()
 
             def deliver(instance: Any) -> Any:
@@ -130,7 +131,7 @@ class Fetcher:
                 )
             return response
 
-        return call(work)
+        return call(lambda: follow_redirects(send, request))
 
     #: ``workers.fetch(..., fetcher=env.SVC.fetch)`` hands this fetcher the request itself.
     fetch.__doemu_fetcher__ = True  # type: ignore[attr-defined]

@@ -15,7 +15,8 @@ An asset response has Cloudflare's headers (``ETag``, ``Content-Type``, ``Cache-
 max-age=0, must-revalidate`` unless the request carries ``Authorization`` or ``Range``), a 304
 for a matching ``If-None-Match``, no body for ``HEAD``, a 405 for a method other than GET and
 HEAD, and a 307 to the canonical path. ``env.ASSETS.fetch(request)`` answers with the same rules,
-``not_found_handling`` included (a plain 404 when nothing matches).
+``not_found_handling`` included (a plain 404 when nothing matches), and follows the redirects
+unless the request says otherwise, as a ``fetch()`` through a binding does on Cloudflare.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from urllib.parse import urlsplit
 from ...compat import workers
 from ...config.bindings import AssetsConfig
 from ..boundary import call
+from ..entry import follow_redirects
 from .resolve import AssetFolder, Intent, decode_path, encode_path
 
 __all__ = ["AssetServer", "AssetsBinding"]
@@ -131,7 +133,7 @@ class AssetsBinding:
         if "fetcher" in kwargs:
             raise TypeError("fetch() got multiple values for keyword argument 'fetcher'")
         request = workers.Request._for_fetch(resource, kwargs)
-        return call(lambda: self._server.respond(request))
+        return call(lambda: follow_redirects(self._server.respond, request))
 
     #: ``workers.fetch(..., fetcher=env.ASSETS.fetch)`` hands this fetcher the request itself.
     fetch.__doemu_fetcher__ = True  # type: ignore[attr-defined]

@@ -350,14 +350,11 @@ def _check_cache_ttl(value: Any, op: str) -> None:
 
 
 def _list_limit(value: Any) -> int:
-    if value is None or value == 0:
-        return KV_LIMITS["list_limit"]
-    limit = _js_int(value)
+    """The page size: the default for a missing, zero or negative limit (the JS binding sends
+    none then, as Miniflare shows), else at most 1000."""
+    limit = None if value is None else _js_int(value)
     if limit is None or limit < 1:
-        raise KvError(
-            "GET", 400, f"Invalid key_count_limit of {js_string(value)}. Please specify an "
-            "integer greater than 0."
-        )  # fmt: skip
+        return KV_LIMITS["list_limit"]
     if limit > KV_LIMITS["list_limit"]:
         raise KvError(
             "GET", 400, f"Invalid key_count_limit of {js_string(value)}. Please specify an "

@@ -204,7 +204,8 @@ class R2Bucket:
         async def work() -> R2Object | None:
             key = _key("head", values[0] if values else None)
             row = self._open().head(key)
-            return None if row is None else R2Object(row)
+            whole = None if row is None else JsDict(offset=0, length=row.size, suffix=None)
+            return None if row is None else R2Object(row, whole)
 
         return call(work)
 
@@ -220,17 +221,14 @@ class R2Bucket:
                 return None
             condition = conditional(options.get("onlyIf"))
             if condition is not None and not condition.holds(row.etag, row.uploaded):
-                return R2Object(row)  # a failed precondition: the metadata, no body
+                # A failed precondition: the metadata, without a body.
+                return R2Object(row, JsDict(offset=0, length=row.size, suffix=None))
             try:
                 wanted = read_range(options.get("range"), row.size)
             except InvalidRange:
                 raise R2Error("get", 10039) from None
             offset, length = (0, row.size) if wanted is None else (wanted.offset, wanted.length)
-            read = JsDict(
-                offset=offset, length=length, suffix=None if wanted is None else wanted.suffix
-            )
-            if wanted is not None and wanted.suffix is not None:
-                read = JsDict(offset=None, length=None, suffix=wanted.suffix)
+            read = JsDict(offset=offset, length=length, suffix=None)
             chunks = await store.read(row, offset, length)
             return R2ObjectBody(row, read, chunks)
 

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import BindingTypeError
+
 __all__ = ["Conditional", "InvalidRange", "ReadRange", "conditional", "read_range"]
 
 
@@ -79,11 +81,15 @@ def _includes(etags: tuple[Etag, ...], etag: str, *, weak: bool) -> bool:
 _ETAG = re.compile(r'\s*(W/)?"?([^",]*)"?\s*')
 
 
-def _etags(value: Any) -> tuple[Etag, ...] | None:
+def _etags(value: Any, *, from_header: bool = False) -> tuple[Etag, ...] | None:
     if value is None:
         return None
     out = []
     for part in str(value).split(","):
+        bare = part.strip()
+        if not from_header and len(bare) > 1 and bare.startswith('"') and bare.endswith('"'):
+            # workerd's text: an onlyIf object takes bare etags (a header takes quoted ones).
+            raise BindingTypeError(f"Conditional ETag should not be wrapped in quotes ({bare}).")
         if part.strip() == "*":
             out.append(Etag(None))
             continue
@@ -124,8 +130,8 @@ def conditional(value: Any) -> Conditional | None:
     headers = _headers(value)
     if headers is not None:
         return Conditional(
-            _etags(headers.get("if-match")),
-            _etags(headers.get("if-none-match")),
+            _etags(headers.get("if-match"), from_header=True),
+            _etags(headers.get("if-none-match"), from_header=True),
             _time(headers.get("if-unmodified-since")),
             _time(headers.get("if-modified-since")),
             True,  # HTTP dates have second granularity

@@ -1,0 +1,94 @@
+"""Service bindings to this Worker's entrypoints, on Miniflare (workerd-Python) and on doemu:
+e2e/test_bindings_differential.py. Errors raised in the callee are left out: on Cloudflare they
+arrive as a JsException carrying the callee's traceback, in doemu with their type (README)."""
+
+import json
+
+from pyodide.ffi import JsException
+from workers import Response, WorkerEntrypoint
+
+
+def seen(value):
+    if isinstance(value, memoryview):
+        return ["memoryview", bytes(value).hex()]
+    if value is None or isinstance(value, bool | int | float | str):
+        return [type(value).__name__, value]
+    if isinstance(value, dict):
+        return [type(value).__name__, {k: seen(v) for k, v in value.items()}]
+    if isinstance(value, list):
+        return ["list", [seen(v) for v in value]]
+    constructor = getattr(getattr(value, "constructor", None), "name", None)
+    return ["object", constructor or type(value).__name__]
+
+
+async def step(out, name, make):
+    try:
+        out[name] = seen(await make())
+    except JsException as exc:
+        out[name] = ["JsException", str(exc)]
+    except Exception as exc:
+        out[name] = ["error", type(exc).__name__, str(exc)]
+
+
+class Named(WorkerEntrypoint):
+    async def fetch(self, request):
+        body = await request.text()
+        return Response(
+            f"named {request.method} {request.url} {body}", status=201, headers={"x-by": "named"}
+        )
+
+    async def add(self, a, b):
+        return a + b
+
+    async def echo(self, value):
+        return value
+
+    def double(self, value):
+        return value * 2
+
+    async def keywords(self, a, b=2):
+        return [a, b]
+
+    async def half(self):
+        return 2.0
+
+    async def info(self):
+        return {"a": [1, None], "b": {"c": "d"}, "n": None}
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        if request.url.endswith("/inner"):
+            return Response("default inner")
+        svc = self.env.SVC
+        out = {}
+
+        async def fetched():
+            response = await svc.fetch("http://x/hello", method="POST", body="b")
+            return {
+                "status": response.status,
+                "text": await response.text(),
+                "x-by": response.headers.get("x-by"),
+            }
+
+        await step(out, "fetch", fetched)
+        await step(out, "add", lambda: svc.add(1, 2))
+        await step(out, "echo_dict", lambda: svc.echo({"k": [1, 2], "n": None}))
+        await step(out, "echo_none", lambda: svc.echo(None))
+        await step(out, "echo_bytes", lambda: svc.echo(b"ab"))
+        await step(out, "echo_float", lambda: svc.echo(1.5))
+        await step(out, "echo_list", lambda: svc.echo([1, "two", None]))
+        await step(out, "double_sync", lambda: svc.double(4))
+        await step(out, "keywords", lambda: svc.keywords(1, b=3))
+        await step(out, "keywords_default", lambda: svc.keywords(1))
+        await step(out, "half", lambda: svc.half())
+        await step(out, "info", lambda: svc.info())
+        await step(out, "missing", lambda: svc.missing())
+        await step(out, "echo_tuple", lambda: svc.echo((1, 2)))
+
+        async def self_fetch():
+            response = await self.env.SELF.fetch("http://x/inner")
+            return await response.text()
+
+        await step(out, "self_fetch", self_fetch)
+        return Response(json.dumps(out), headers={"content-type": "application/json"})
