@@ -221,6 +221,23 @@ async def test_listings(doemu_harness: HarnessFactory) -> None:
     assert [o.key for o in (await bucket.list()).objects] == ["a/sub/3", "c/4"]
 
 
+async def test_large_reads_stream_in_chunks(
+    doemu_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from doemu.bindings.r2 import store as r2_store
+
+    monkeypatch.setattr(r2_store, "WHOLE_READ", 10)
+    monkeypatch.setattr(r2_store, "CHUNK", 7)
+    bucket = (await _bucket(doemu_harness)).env.FILES
+    await bucket.put("long", "abcdefghijklmnopqrstuvwxyz")
+    chunks = [bytes(c) async for c in (await bucket.get("long")).body]
+    assert [len(c) for c in chunks] == [7, 7, 7, 5] and b"".join(
+        chunks
+    ) == b"abcdefghijklmnopqrstuvwxyz"
+    ranged = await bucket.get("long", range={"offset": 3, "length": 20})
+    assert await ranged.text() == "defghijklmnopqrstuvw"
+
+
 async def test_multipart_uploads(doemu_harness: HarnessFactory, tmp_path: Path) -> None:
     h = await _bucket(doemu_harness)
     bucket = h.env.FILES
