@@ -47,3 +47,58 @@ def test_crons_on_a_real_server(dev_server: Any) -> None:
     with httpx.Client(base_url=server.url, timeout=10, follow_redirects=False) as http:
         assert cron_keys(http) == keys  # nothing replayed
         assert http.get("/__doemu/api/crons").json()["history"] == []
+
+
+def test_bad_input_gets_cloudflares_errors_and_the_server_keeps_serving(dev_server: Any) -> None:
+    """1. Bad calls from the Worker (oversized keys and values, a bad cursor, an unsatisfiable
+       range, bad SQL, a value D1 cannot bind, an unknown binding) get Cloudflare's errors.
+    2. A binding error the Worker does not catch is a JSON 500, not a traceback.
+    3. Bad requests to the bindings' admin routes are JSON 4xx naming the problem.
+    4. Through all of it, nothing was written, and the server keeps serving."""
+    server = dev_server(APP)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        http.put("/kv/kept", content=b"before").raise_for_status()
+        http.put("/r2/r2-bad-input", content=b"tiny").raise_for_status()
+        seen = http.get("/bad").json()
+        assert seen["kv_long_key"] == [
+            "KvError",
+            "Error: KV PUT failed: 414 UTF-8 encoded length of 600 exceeds key length limit of "
+            "512.",
+        ]
+        assert seen["kv_big_value"][1].startswith("Error: KV PUT failed: 413 Value length of")
+        assert "Expiration TTL must be at least 60" in seen["kv_bad_ttl"][1]
+        assert seen["kv_bad_cursor"][0] == "ok"  # as Miniflare: a listing of nothing
+        assert seen["r2_bad_range"][1] == (
+            "Error: get: The requested range is not satisfiable (10039)"
+        )
+        assert (
+            seen["r2_long_key"][1] == "Error: put: The specified object name is not valid. (10020)"
+        )
+        assert seen["d1_syntax"][1] == (
+            'Error: D1_ERROR: near "SELEC": syntax error at offset 0: SQLITE_ERROR'
+        )
+        assert seen["d1_no_table"][1] == "Error: D1_ERROR: no such table: nope: SQLITE_ERROR"
+        assert seen["d1_bad_bind"][1].startswith("Error: D1_TYPE_ERROR: Type 'object'")
+        assert seen["unknown_binding"][0] == "AttributeError"
+
+        uncaught = http.get("/kv-uncaught")
+        assert uncaught.status_code == 500
+        assert "KV GET failed: 414" in uncaught.json()["error"]
+
+        api = "/__doemu/api"
+        assert http.get(f"{api}/kv/NOPE/keys").status_code == 404
+        assert http.put(f"{api}/kv/CACHE/keys/x", content=b"{").status_code == 415
+        bad_json = http.put(
+            f"{api}/kv/CACHE/keys/x", content=b"{", headers={"content-type": "application/json"}
+        )
+        assert bad_json.status_code == 400 and "not valid JSON" in bad_json.json()["error"]
+        assert http.post(f"{api}/d1/DB/sql", json={"query": 5}).status_code == 400
+        assert http.post(f"{api}/crons/run", json={"cron": ["x"]}).status_code == 400
+        bad_cursor = http.get(f"{api}/r2/FILES/objects", params={"cursor": "abc"})
+        assert bad_cursor.status_code == 400 and "not a cursor" in bad_cursor.json()["error"]
+
+        assert http.get("/kv/kept").json() == "before"  # nothing was corrupted
+        assert http.get("/kv/big").json() is None and http.get("/kv-count").text == "1"
+        http.put("/kv/after", content=b"still serving").raise_for_status()
+        assert http.get("/kv/after").json() == "still serving"
+        assert http.get("/r2-check").json() == {"keys": ["r2-bad-input"], "bad": []}

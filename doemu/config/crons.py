@@ -15,8 +15,6 @@ import calendar
 import datetime as dt
 import re
 
-from croniter import croniter
-
 __all__ = ["CronExpression"]
 
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -66,6 +64,8 @@ class CronExpression:
         fields[4] = _weekday_field(fields[4])
         self._last_weekday = fields[2].upper() == "LW"
         self._fields = fields
+        from croniter import croniter  # imported by the first trigger, not by every start-up
+
         probe = self._with_day("28") if self._last_weekday else " ".join(fields)
         if not croniter.is_valid(probe):
             raise ValueError(f"{text!r} is not a valid cron expression")
@@ -75,6 +75,8 @@ class CronExpression:
 
     def next_after(self, ms: float) -> float:
         """The first time (epoch ms) strictly after ``ms`` at which this trigger fires."""
+        from croniter import croniter
+
         start = dt.datetime.fromtimestamp(ms / 1000.0, dt.UTC)
         if not self._last_weekday:
             return float(croniter(" ".join(self._fields), start).get_next(float)) * 1000.0

@@ -204,7 +204,10 @@ class BindingRoutes:
         query = request.query_params
         limit = int_query(request, "limit", 1000) or 1000
         cursor = query.get("cursor")
-        start = base64.b64decode(cursor).decode("utf-8", "replace") if cursor else None
+        try:
+            start = base64.b64decode(cursor).decode("utf-8", "replace") if cursor else None
+        except ValueError:
+            raise HttpError(400, f"cursor {cursor!r} is not a cursor this API gave") from None
         rows, prefixes, last = store.list(
             query.get("prefix", ""), start, min(limit, 1000), query.get("delimiter") or None
         )

@@ -8,6 +8,34 @@ from workers import Response, WorkerEntrypoint
 
 
 class Default(WorkerEntrypoint):
+    async def bad_input(self):
+        """Every binding refusing bad input with Cloudflare's text (caught here)."""
+        seen = {}
+
+        async def attempt(name, make):
+            try:
+                result = await make()
+                seen[name] = ["ok", repr(result)[:80]]
+            except Exception as exc:
+                seen[name] = [type(exc).__name__, str(exc)]
+
+        env = self.env
+        await attempt("kv_long_key", lambda: env.CACHE.put("k" * 600, "v"))
+        await attempt("kv_big_value", lambda: env.CACHE.put("big", "x" * (25 * 1024 * 1024 + 1)))
+        await attempt("kv_bad_ttl", lambda: env.CACHE.put("k", "v", expirationTtl=5))
+        await attempt("kv_bad_cursor", lambda: env.CACHE.list(cursor="!!not-a-cursor!!"))
+        await attempt("r2_bad_range", lambda: env.FILES.get("r2-bad-input", range={"offset": 999}))
+        await attempt("r2_long_key", lambda: env.FILES.put("k" * 1100, "v"))
+        await attempt("d1_syntax", lambda: env.DB.prepare("SELEC 1").all())
+        await attempt("d1_no_table", lambda: env.DB.prepare("SELECT * FROM nope").all())
+        await attempt("d1_bad_bind", lambda: env.DB.prepare("SELECT ?").bind({"a": 1}).all())
+
+        async def unknown():
+            return env.NOPE
+
+        await attempt("unknown_binding", unknown)
+        return seen
+
     async def scheduled(self, controller, env, ctx):
         await self.env.CACHE.put(f"cron:{controller.scheduledTime}", controller.cron)
 
@@ -76,6 +104,12 @@ class Default(WorkerEntrypoint):
             return Response(
                 json.dumps({"keys": seen, "bad": bad}), headers={"content-type": "application/json"}
             )
+        if parts[0] == "bad":
+            return Response(
+                json.dumps(await self.bad_input()), headers={"content-type": "application/json"}
+            )
+        if parts[0] == "kv-uncaught":
+            await self.env.CACHE.get("k" * 600)  # the binding's error escapes: a JSON 500
         if parts[0] == "kv-count":
             listing = await self.env.CACHE.list()
             return Response(str(len(listing["keys"])))
