@@ -20,7 +20,7 @@ from workers import DurableObject
 
 from doemu.bindings import BindingTypeError
 from doemu.bindings.kv import KvError
-from doemu.compat.readable import ReadableStream
+from doemu.compat.readable import ReadableStream, stream_of
 from doemu.compat.rpc import JsDict
 from doemu.storage import durability
 from doemu.testing.plugin import HarnessFactory
@@ -59,6 +59,8 @@ async def test_values_come_back_in_the_types_python_workers_see(
     assert doc == {"a": [1, 2, 2.5, None], "b": {"c": True}}  # 2.0 is the JS number 2
     assert type(doc["a"][1]) is int
     assert await kv.get("doc", "json") == doc  # the type as a positional argument
+    await kv.put("streamed", stream_of(b"from a stream"))  # a ReadableStream value
+    assert await kv.get("streamed") == "from a stream"
     stream = await kv.get("text", type="stream")
     assert isinstance(stream, ReadableStream)
     assert b"".join([bytes(c) async for c in stream]) == b"hello"

@@ -49,6 +49,12 @@ class WorkerHarness:
     ``chaos`` (a :class:`~doemu.testing.chaos.ChaosSettings`, which pytest's ``--doemu-chaos``
     passes) evicts every object after every event and may reset it at awaits, drawing from
     ``chaos_rng``; without it the runtime is a plain :class:`Runtime`.
+
+    The Worker's other bindings come from ``resources`` (a project's, with ``from_config``) or
+    from the shortcuts ``kv_namespaces=["CACHE"]``, ``d1_databases=["DB"]``,
+    ``r2_buckets=["FILES"]``, ``services={"AUTH": "Auth"}`` and ``crons=["*/5 * * * *"]``;
+    ``entry`` is the ``Default`` entrypoint (crons run its ``scheduled``) and ``entrypoints`` the
+    named ones services call. :meth:`run_scheduled` and :meth:`apply_d1_migrations` act on them.
     """
 
     def __init__(
