@@ -21,7 +21,15 @@ from ..config import DoemuSettings
 from ..config.bindings import D1DatabaseBinding
 from ..errors import DoemuError
 from .common import _fail, main
-from .inspect import _echo_json, _echo_table, _online, _stdout_is_terminal, _Target, _targeted
+from .inspect import (
+    FORMAT,
+    _echo_json,
+    _echo_table,
+    _online,
+    _stdout_is_terminal,
+    _Target,
+    _targeted,
+)
 
 __all__ = ["d1_binding", "offline_engine"]
 
@@ -136,14 +144,7 @@ def create(target: _Target, database: str, message: str) -> None:
     default=None,
     help="A file of SQL to run.  [default: none]",
 )
-@click.option(
-    "--format",
-    "output",
-    type=click.Choice(["auto", "table", "json"]),
-    default="auto",
-    show_default=True,
-    help="table on a terminal, JSON when piped.",
-)
+@FORMAT
 def execute(
     target: _Target, database: str, command_: str | None, file_: Path | None, output: str
 ) -> None:

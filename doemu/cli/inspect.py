@@ -173,12 +173,8 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
         _fail(str(exc))
 
 
-@main.command()
-@_targeted
-@click.option(
-    "--write", is_flag=True, help="Allow writes (runs inside the object).  [default: read-only]"
-)
-@click.option(
+#: ``--format``: how SQL results are printed (``doemu sql``, ``doemu d1 execute``).
+FORMAT = click.option(
     "--format",
     "output",
     type=click.Choice(["auto", "table", "json"]),
@@ -187,6 +183,14 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
     help="table: aligned columns; json: the API's answer; auto: a table on a terminal, JSON "
     "when piped (scripts keep parsing it).",
 )
+
+
+@main.command()
+@_targeted
+@click.option(
+    "--write", is_flag=True, help="Allow writes (runs inside the object).  [default: read-only]"
+)
+@FORMAT
 @click.argument("binding")
 @click.argument("name")
 @click.argument("query", required=False)

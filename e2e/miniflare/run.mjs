@@ -17,6 +17,8 @@ import { Miniflare } from "miniflare";
 const [scenario, sdk, ...paths] = process.argv.slice(2);
 const modules = [
   { type: "PythonModule", path: "worker.py", contents: fs.readFileSync(scenario, "utf8") },
+  // The scenarios' shared recorder, beside the Worker.
+  { type: "PythonModule", path: "record.py", contents: fs.readFileSync(path.join(path.dirname(scenario), "record.py"), "utf8") },
 ];
 function addSdk(dir) {
   for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {

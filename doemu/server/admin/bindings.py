@@ -23,13 +23,12 @@ from ...config.bindings import D1DatabaseBinding
 from ...errors import HttpError
 from ...inspection.readers import jsonable, read_sql
 from ...runtime import Runtime
-from .handlers import endpoint, int_query, json_body, param
+from .handlers import endpoint, int_query, json_body, param, sql_body
 from .openapi import _ARRAY, _op
 
 __all__ = ["BINDING_PATHS", "BindingRoutes"]
 
 _CRON_BODY = 'expected a JSON body like {"cron": "*/5 * * * *", "scheduledTime": 1700000000000}'
-_SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _KV_BODY = (
     'expected a JSON body like {"value": "text", "metadata": {...}, "expirationTtl": 3600} '
     '(or "base64": "..." instead of "value" for bytes)'
@@ -144,14 +143,7 @@ class BindingRoutes:
     # -- D1 --------------------------------------------------------------------------------------
     async def d1_sql(self, request: Request) -> Response:
         spec = self._d1(request)
-        body = await json_body(request, _SQL_BODY)
-        query, params, write = body.get("query"), body.get("params", []), body.get("write", False)
-        if not isinstance(query, str):
-            raise HttpError(400, f"{_SQL_BODY}; 'query' must be a string")
-        if not isinstance(params, list):
-            raise HttpError(400, f"'params' must be a list, got {type(params).__name__}")
-        if not isinstance(write, bool):
-            raise HttpError(400, f"'write' must be true or false, got {json.dumps(write)}")
+        query, params, write = await sql_body(request)
         engine = self.extra.d1_engine(spec.binding)  # the file exists from here on
         if not write:  # read from the file, beside the engine: never blocks or writes
             return JSONResponse(await read_sql(engine.path, query, params))

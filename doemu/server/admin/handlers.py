@@ -20,7 +20,9 @@ from starlette.responses import Response
 from ...errors import DoemuError, HttpError, ObjectResetError
 from .access import error_response
 
-__all__ = ["Handler", "endpoint", "error_for", "int_query", "json_body", "param"]
+__all__ = ["Handler", "endpoint", "error_for", "int_query", "json_body", "param", "sql_body"]
+
+SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 
 _log = logging.getLogger("doemu.admin")
 
@@ -89,3 +91,17 @@ def int_query(request: Request, name: str, default: int) -> int:
     if value < 0:
         raise HttpError(400, f"query parameter {name!r} must be an integer >= 0, got {text!r}")
     return value
+
+
+async def sql_body(request: Request) -> tuple[str, list[Any], bool]:
+    """``(query, params, write)`` of a SQL route's JSON body, each checked (an object's SQL, a
+    D1 database's)."""
+    body = await json_body(request, SQL_BODY)
+    query, params, write = body.get("query"), body.get("params", []), body.get("write", False)
+    if not isinstance(query, str):
+        raise HttpError(400, f"{SQL_BODY}; 'query' must be a string")
+    if not isinstance(params, list):
+        raise HttpError(400, f"'params' must be a list, got {type(params).__name__}")
+    if not isinstance(write, bool):
+        raise HttpError(400, f"'write' must be true or false, got {json.dumps(write)}")
+    return query, params, write

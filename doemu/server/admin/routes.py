@@ -12,7 +12,6 @@ never to the client).
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from typing import Any
 from urllib.parse import unquote
@@ -36,13 +35,12 @@ from ...runtime import Runtime
 from .access import AccessControl, error_response
 from .bindings import BINDING_PATHS, BindingRoutes
 from .events import EventStream
-from .handlers import endpoint, int_query, json_body, param
+from .handlers import endpoint, int_query, json_body, param, sql_body
 from .inspector import InspectorGate
 from .openapi import OPENAPI
 
 __all__ = ["AdminRoutes", "build_starlette"]
 
-_SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _CLOCK_BODY = 'expected a JSON body like {"advance_ms": 1000}'
 
 
@@ -176,16 +174,7 @@ class AdminRoutes:
 
     async def object_sql(self, request: Request) -> Response:
         ns, object_id = self._address(request)
-        body = await json_body(request, _SQL_BODY)
-        query = body.get("query")
-        params = body.get("params", [])
-        write = body.get("write", False)
-        if not isinstance(query, str):
-            raise HttpError(400, f"{_SQL_BODY}; 'query' must be a string")
-        if not isinstance(params, list):
-            raise HttpError(400, f"'params' must be a list, got {type(params).__name__}")
-        if not isinstance(write, bool):
-            raise HttpError(400, f"'write' must be true or false, got {json.dumps(write)}")
+        query, params, write = await sql_body(request)
         if write:  # an event of the object: creates it, as a request to it would
             return JSONResponse(await self._write_sql(ns, object_id, query, params))
         await self._require_existing(request, ns, object_id)

@@ -4,30 +4,8 @@ what it recorded in KV)."""
 
 import json
 
-from pyodide.ffi import JsException
+from record import seen
 from workers import Response, WorkerEntrypoint
-
-
-def seen(value):
-    if isinstance(value, memoryview):
-        return ["memoryview", bytes(value).hex()]
-    if value is None or isinstance(value, bool | int | float | str):
-        return [type(value).__name__, value]
-    if isinstance(value, dict):
-        return [type(value).__name__, {k: seen(v) for k, v in value.items()}]
-    if isinstance(value, list):
-        return ["list", [seen(v) for v in value]]
-    constructor = getattr(getattr(value, "constructor", None), "name", None)
-    return ["object", constructor or type(value).__name__]
-
-
-async def step(out, name, make):
-    try:
-        out[name] = seen(await make())
-    except JsException as exc:
-        out[name] = ["JsException", str(exc)]
-    except Exception as exc:
-        out[name] = ["error", type(exc).__name__, str(exc)]
 
 
 class Default(WorkerEntrypoint):
