@@ -4,6 +4,7 @@ through the binding with its limits, over a real in-process app."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,9 +24,11 @@ from doemu.server.app import DoemuApp
 from .admin_helpers import API, T0, client
 
 
-@pytest.fixture
-async def http(tmp_path: Path) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
-    resources = WorkerResources(kv=(KvNamespaceBinding("CACHE", "ns-1"),))
+@asynccontextmanager
+async def served(
+    tmp_path: Path, resources: WorkerResources
+) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    """A runtime with ``resources`` (manual clock at T0) behind an in-process admin client."""
     runtime = Runtime(
         worker_name="bindings-admin",
         classes={},
@@ -34,9 +37,17 @@ async def http(tmp_path: Path) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient
         resources=resources,
     )
     await runtime.start()
-    async with client(DoemuApp(runtime)) as http:
-        yield runtime, http
-    await runtime.close()
+    try:
+        async with client(DoemuApp(runtime)) as http:
+            yield runtime, http
+    finally:
+        await runtime.close()
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    async with served(tmp_path, WorkerResources(kv=(KvNamespaceBinding("CACHE", "ns-1"),))) as it:
+        yield it
 
 
 async def test_bindings_are_listed_with_their_files(
@@ -104,17 +115,8 @@ async def d1(tmp_path: Path) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient, 
     (folder / "0001_users.sql").write_text("CREATE TABLE users (id INTEGER PRIMARY KEY, n TEXT);")
     (folder / "0002_seed.sql").write_text("INSERT INTO users (n) VALUES ('first');")
     resources = WorkerResources(d1=(D1DatabaseBinding("DB", "app", None, folder),))
-    runtime = Runtime(
-        worker_name="bindings-admin",
-        classes={},
-        persist_dir=tmp_path / "state",
-        clock=ManualClock(T0),
-        resources=resources,
-    )
-    await runtime.start()
-    async with client(DoemuApp(runtime)) as http:
+    async with served(tmp_path, resources) as (runtime, http):
         yield runtime, http, folder
-    await runtime.close()
 
 
 async def test_d1_migrations_and_sql_through_the_admin_api(
@@ -158,31 +160,21 @@ async def test_d1_migrations_and_sql_through_the_admin_api(
 
 
 async def test_r2_objects_through_the_admin_api(tmp_path: Path) -> None:
-    runtime = Runtime(
-        worker_name="bindings-admin",
-        classes={},
-        persist_dir=tmp_path / "state",
-        clock=ManualClock(T0),
-        resources=WorkerResources(r2=(R2BucketBinding("FILES", "files"),)),
-    )
-    await runtime.start()
-    try:
-        async with client(DoemuApp(runtime)) as c:
-            await runtime.env.FILES.put("a/b", "hello", httpMetadata={"contentType": "text/x"})
-            await runtime.env.FILES.put("c", b"\x00")
-            listed = (await c.get(f"{API}/r2/FILES/objects", params={"delimiter": "/"})).json()
-            assert [o["key"] for o in listed["objects"]] == ["c"]
-            assert listed["delimitedPrefixes"] == ["a/"] and listed["truncated"] is False
-            meta = (await c.get(f"{API}/r2/FILES/objects/{quote('a/b', safe='')}")).json()
-            assert meta["size"] == 5 and meta["httpMetadata"] == {"contentType": "text/x"}
-            assert meta["uploaded"] == T0 and meta["multipart"] is False
-            body = await c.get(f"{API}/r2/FILES/objects/{quote('a/b', safe='')}?body=1")
-            assert body.content == b"hello" and body.headers["content-type"].startswith("text/x")
-            gone = await c.delete(f"{API}/r2/FILES/objects/c")
-            assert gone.json() == {"key": "c", "deleted": True}
-            missing = await c.get(f"{API}/r2/FILES/objects/c")
-            assert missing.status_code == 404
-            assert missing.json() == {"error": "no object 'c' in R2 bucket FILES"}
-            assert (await c.get(f"{API}/r2/NOPE/objects")).status_code == 404
-    finally:
-        await runtime.close()
+    resources = WorkerResources(r2=(R2BucketBinding("FILES", "files"),))
+    async with served(tmp_path, resources) as (runtime, c):
+        await runtime.env.FILES.put("a/b", "hello", httpMetadata={"contentType": "text/x"})
+        await runtime.env.FILES.put("c", b"\x00")
+        listed = (await c.get(f"{API}/r2/FILES/objects", params={"delimiter": "/"})).json()
+        assert [o["key"] for o in listed["objects"]] == ["c"]
+        assert listed["delimitedPrefixes"] == ["a/"] and listed["truncated"] is False
+        meta = (await c.get(f"{API}/r2/FILES/objects/{quote('a/b', safe='')}")).json()
+        assert meta["size"] == 5 and meta["httpMetadata"] == {"contentType": "text/x"}
+        assert meta["uploaded"] == T0 and meta["multipart"] is False
+        body = await c.get(f"{API}/r2/FILES/objects/{quote('a/b', safe='')}?body=1")
+        assert body.content == b"hello" and body.headers["content-type"].startswith("text/x")
+        gone = await c.delete(f"{API}/r2/FILES/objects/c")
+        assert gone.json() == {"key": "c", "deleted": True}
+        missing = await c.get(f"{API}/r2/FILES/objects/c")
+        assert missing.status_code == 404
+        assert missing.json() == {"error": "no object 'c' in R2 bucket FILES"}
+        assert (await c.get(f"{API}/r2/NOPE/objects")).status_code == 404
