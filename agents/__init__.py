@@ -21,6 +21,10 @@ from __future__ import annotations
 from .agent import Agent as Agent
 from .core.connections import Connection as Connection
 from .core.connections import ConnectionContext as ConnectionContext
+from .core.portable import from_js as from_js
+from .core.portable import js_array as js_array
+from .core.portable import js_object as js_object
+from .core.portable import wait_until as wait_until
 from .errors import AgentsError as AgentsError
 from .errors import FiberAbortedError as FiberAbortedError
 from .errors import FiberConflictError as FiberConflictError
@@ -98,6 +102,10 @@ __all__ = [
     "UsageError",
     "UsageTotals",
     "callable",
+    "from_js",
+    "js_array",
+    "js_object",
     "operation_id",
     "route_agent_request",
+    "wait_until",
 ]

@@ -29,7 +29,12 @@ from workers import Response
 
 from .core.protocol import camel_case_to_kebab_case
 
-__all__ = ["agent_namespaces", "route_agent_request"]
+__all__ = [
+    "agent_namespaces",
+    "binding_name_candidates",
+    "find_agent_namespace",
+    "route_agent_request",
+]
 
 _log = logging.getLogger("agents.routing")
 
@@ -41,22 +46,62 @@ _DEFAULT_CORS = {
 }
 
 
-def agent_namespaces(env: Any) -> dict[str, tuple[str, Any]]:
-    """``{kebab-case name: (binding name, namespace)}`` for every Durable Object binding in env.
+def binding_name_candidates(kebab: str) -> list[str]:
+    """The binding names whose kebab-case is ``kebab``: ``my-agent`` → ``MY_AGENT``, ``MyAgent``,
+    ``myAgent``, ``my_agent``, ``my-agent`` (only those that map back to ``kebab`` exactly)."""
+    words = [w for w in kebab.split("-") if w]
+    if not words:
+        return []
+    shapes = [
+        "_".join(w.upper() for w in words),
+        "".join(w[:1].upper() + w[1:] for w in words),
+        words[0] + "".join(w[:1].upper() + w[1:] for w in words[1:]),
+        "_".join(words),
+        kebab,
+    ]
+    seen: list[str] = []
+    for name in shapes:
+        if name not in seen and camel_case_to_kebab_case(name) == kebab:
+            seen.append(name)
+    return seen
 
-    Works on Cloudflare's env (a JS proxy, enumerated with ``dir``) and on plain objects alike.
+
+def _namespace(env: Any, name: str) -> Any | None:
+    try:
+        value = env[name] if isinstance(env, Mapping) else getattr(env, name, None)
+    except Exception:
+        return None
+    return value if callable(getattr(value, "idFromName", None)) else None
+
+
+def find_agent_namespace(env: Any, kebab: str) -> tuple[str, Any] | None:
+    """``(binding name, namespace)`` of the Durable Object binding addressed as ``kebab``.
+
+    Looked up by name, never by listing ``env``: on Cloudflare the Python SDK's env wrapper
+    lists no bindings (``dir(env)`` shows none), so enumeration finds nothing there. A binding
+    named in any of the usual styles is found (:func:`binding_name_candidates`); a mapping env is
+    also searched in full, for names outside those styles.
     """
+    for name in binding_name_candidates(kebab):
+        namespace = _namespace(env, name)
+        if namespace is not None:
+            return name, namespace
+    if isinstance(env, Mapping):
+        return agent_namespaces(env).get(kebab)
+    return None
+
+
+def agent_namespaces(env: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """``{kebab-case name: (binding name, namespace)}`` for every Durable Object binding in a
+    mapping ``env`` (a test's env). Cloudflare's env cannot be listed: use
+    :func:`find_agent_namespace`."""
     found: dict[str, tuple[str, Any]] = {}
-    names = list(env.keys()) if isinstance(env, Mapping) else dir(env)
-    for name in names:
+    for name in env:
         if not isinstance(name, str) or name.startswith("_"):
             continue
-        try:
-            value = env[name] if isinstance(env, Mapping) else getattr(env, name)
-        except Exception:
-            continue
-        if callable(getattr(value, "idFromName", None)):
-            found.setdefault(camel_case_to_kebab_case(name), (name, value))
+        namespace = _namespace(env, name)
+        if namespace is not None:
+            found.setdefault(camel_case_to_kebab_case(name), (name, namespace))
     return found
 
 
@@ -78,7 +123,7 @@ async def route_agent_request(
         return None
     namespace_name = parts[len(prefix_parts)]
     name = parts[len(prefix_parts) + 1]
-    bound = agent_namespaces(env).get(namespace_name)
+    bound = find_agent_namespace(env, namespace_name)
     if bound is None:
         _log.error(
             'The URL %s with namespace "%s" and name "%s" does not match any Durable Object '

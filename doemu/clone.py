@@ -32,13 +32,14 @@ cannot pack natively.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
 from doemu.errors import DataCloneError
 
-__all__ = ["clone", "decode", "encode", "unsupported_type_message"]
+__all__ = ["FIRST_CALLER_EXT", "clone", "decode", "encode", "unsupported_type_message"]
 
 # msgpack extension type codes. They are part of the on-disk format of stored values: never reuse
 # or renumber one.
@@ -46,6 +47,8 @@ _EXT_BIGINT = 0
 _EXT_SET = 1
 _EXT_DATETIME = 2
 _EXT_DATE = 3
+#: Codes from here up are the callers' own (see :func:`decode`'s ``extensions``).
+FIRST_CALLER_EXT = 16
 
 
 def unsupported_type_message(type_name: str) -> str:
@@ -119,9 +122,9 @@ def _pairs_with_hashable_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return {_hashable(key): value for key, value in pairs}
 
 
-def _unpack(data: bytes) -> Any:
+def _unpack(data: bytes, ext_hook: Callable[[int, bytes], Any] = _ext_hook) -> Any:
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
+        return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=ext_hook)
     except TypeError:
         # A tuple or frozenset dict key was packed as an array or set, which cannot be a key when
         # decoded. Rare, so it takes a slower second pass instead of slowing down every decode.
@@ -129,15 +132,26 @@ def _unpack(data: bytes) -> Any:
             data,
             raw=False,
             strict_map_key=False,
-            ext_hook=_ext_hook,
+            ext_hook=ext_hook,
             object_pairs_hook=_pairs_with_hashable_keys,
         )
 
 
-def decode(data: bytes) -> Any:
-    """Rebuild a value from :func:`encode`'s output."""
+def decode(data: bytes, *, extensions: Callable[[int, bytes], Any] | None = None) -> Any:
+    """Rebuild a value from :func:`encode`'s output.
+
+    ``extensions(code, data)`` decodes msgpack extension types of codes 16 and up, which a
+    caller packed itself as ``msgpack.ExtType`` (the JS values of WebSocket attachments).
+    """
+    hook = _ext_hook
+    if extensions is not None:
+        extra = extensions
+
+        def hook(code: int, data: bytes) -> Any:
+            return extra(code, data) if code >= FIRST_CALLER_EXT else _ext_hook(code, data)
+
     try:
-        return _unpack(data)
+        return _unpack(data, hook)
     except DataCloneError:
         raise
     except (ValueError, TypeError) as exc:

@@ -1,12 +1,17 @@
 """The exception tree of the doemu runtime.
 
-Every error doemu raises on purpose derives from :class:`DoemuError`. Where Cloudflare raises a
-JavaScript ``TypeError`` or ``RangeError`` with a fixed text, the subclass also derives from the
-matching Python built-in and carries the same text, so user code that catches ``TypeError`` (as it
-would catch the JS error through Pyodide) keeps working, and tests can compare messages exactly.
+Every error doemu raises on purpose derives from :class:`DoemuError`. Where Cloudflare's error
+comes from a JavaScript API (storage, SQL, ids, WebSockets, streams), the subclass is also a
+:class:`~doemu.jsboundary.JsException`, as Pyodide raises it on Cloudflare: its ``name`` is the
+JavaScript error's (``TypeError``, ``RangeError``, ``DataCloneError``, ``Error``), its ``message``
+Cloudflare's exact text, ``str()`` both (``"TypeError: …"``), and it is *not* a Python
+``TypeError`` or ``ValueError`` — ``except TypeError:`` does not catch it there, so it does not
+here either.
 """
 
 from __future__ import annotations
+
+from .jsboundary import JsException
 
 __all__ = [
     "AlarmError",
@@ -26,6 +31,7 @@ __all__ = [
     "StorageError",
     "StreamError",
     "WebSocketError",
+    "error_text",
 ]
 
 
@@ -33,12 +39,14 @@ class DoemuError(Exception):
     """Root of every error doemu raises deliberately."""
 
 
-class InvalidIdError(DoemuError, TypeError):
+class InvalidIdError(DoemuError, JsException):
     """A Durable Object id string is malformed or belongs to another namespace."""
 
+    js_name = "TypeError"
 
-class StorageError(DoemuError):
-    """A storage operation was refused or failed."""
+
+class StorageError(DoemuError, JsException):
+    """A storage operation was refused or failed (a JavaScript ``Error``)."""
 
 
 class SqlError(StorageError):
@@ -49,16 +57,22 @@ class SqlNotAllowedError(SqlError):
     """The SQLite authorizer refused a statement Cloudflare does not allow (``SQLITE_AUTH``)."""
 
 
-class DataCloneError(StorageError, TypeError):
+class DataCloneError(StorageError):
     """A value cannot be stored or sent over RPC (Cloudflare's structured-clone rules)."""
 
+    js_name = "DataCloneError"
 
-class LimitExceededError(StorageError, ValueError):
+
+class LimitExceededError(StorageError):
     """A production storage limit (key size, value size, batch size) was exceeded."""
 
+    js_name = "RangeError"
 
-class AlarmError(StorageError, TypeError):
+
+class AlarmError(StorageError):
     """``setAlarm`` was called wrongly (bad time, class without an ``alarm`` handler)."""
+
+    js_name = "TypeError"
 
 
 class ObjectResetError(DoemuError):
@@ -80,15 +94,17 @@ class RpcError(DoemuError):
     """A stub call could not be made (unknown or private method, unserializable arguments)."""
 
 
-class WebSocketError(DoemuError, TypeError):
+class WebSocketError(DoemuError, JsException):
     """A hibernatable WebSocket API was used wrongly (tags, attachments, closed sockets)."""
 
+    js_name = "TypeError"
 
-class StreamError(DoemuError, TypeError):
-    """A stream was used wrongly (a locked reader, a write after close) or was cancelled.
 
-    A ``TypeError`` too, as the JavaScript errors of the same cases are.
-    """
+class StreamError(DoemuError, JsException):
+    """A stream was used wrongly (a locked reader, a write after close) or was cancelled (a
+    JavaScript ``TypeError``, as the errors of the same cases are)."""
+
+    js_name = "TypeError"
 
 
 class FetchError(DoemuError, OSError):
@@ -116,3 +132,9 @@ class HttpError(DoemuError):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def error_text(exc: BaseException) -> str:
+    """An error's text for doemu's own surfaces (admin API, CLI, logs): a JavaScript error's
+    message without its ``"Name: "`` prefix, any other error as ``str()`` gives it."""
+    return exc.message if isinstance(exc, JsException) else str(exc)

@@ -29,6 +29,7 @@ from .alarms import AlarmKey, AlarmService
 from .bindings import WorkerBindings
 from .clock import Clock, SystemClock
 from .compat import set_clock, set_env, set_output_gate, set_wait_until
+from .compat.boundary import set_strict
 from .compat.outbound import close_clients
 from .config import Durability
 from .config.bindings import WorkerResources
@@ -99,8 +100,12 @@ class Runtime:
         durability: Durability = "process",
         resources: WorkerResources | None = None,
         entrypoints: Mapping[str, type] | None = None,
+        lenient: bool = False,
     ) -> None:
         self.worker_name = worker_name
+        #: Whether the JavaScript boundary's rules are relaxed (``--lenient``; see
+        #: :mod:`doemu.compat.boundary`).
+        self.lenient = lenient
         #: ``power``: commits are fsynced (off the loop) before their output leaves the object;
         #: ``process``: they survive the process being killed. See doemu.storage.durability.
         self.durability: Durability = durability
@@ -238,6 +243,7 @@ class Runtime:
             return
         self.started = True
         set_clock(self._clock)
+        set_strict(not self.lenient)
         set_env(self._env)
         set_wait_until(self._wait_until)
         set_output_gate(self._output_gate)

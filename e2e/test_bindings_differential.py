@@ -39,7 +39,6 @@ SCENARIOS = MINIFLARE / "scenarios"
 T_CRON = 1_700_000_000_000
 
 #: (scenario, step) → why doemu differs from Miniflare there (each also in the README).
-_TUPLE = "python_to_rpc's text for a tuple: the SDK's, and doemu.compat's own"
 _EXEC = (
     "exec() stops at the failing line, keeps the lines before it and names that line, as "
     "Cloudflare documents; Miniflare runs the script as one transaction and names line 1"
@@ -52,9 +51,6 @@ _LISTED = (
 #: Where doemu differs from Miniflare on purpose: (regex on the record path, reason). Each is
 #: in the README's bindings table.
 KNOWN: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"kv\.put_tuple\b"), _TUPLE),
-    (re.compile(r"services\.echo_tuple\b"), _TUPLE),
-    (re.compile(r"d1\.bind_tuple\b"), _TUPLE),
     (re.compile(r"d1\.exec_error_(second_line|kept)\b"), _EXEC),
     (re.compile(r"r2\..*\.storageClass\b"), _STORAGE_CLASS),
     (

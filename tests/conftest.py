@@ -11,6 +11,7 @@ import pytest
 
 from doemu.clock import ManualClock
 from doemu.compat import install_modules
+from doemu.jsboundary import set_strict
 from doemu.storage import ObjectStorage, StorageLimits
 
 from .storage_helpers import NOW
@@ -20,6 +21,20 @@ install_modules()
 pytest_plugins = ["pytester"]  # test_testing_plugin.py runs the doemu plugin in inner sessions
 
 _names = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _strict_boundary() -> Iterator[None]:
+    """Every test starts with the JavaScript boundary's rules on (doemu's default)."""
+    set_strict(True)
+    yield
+    set_strict(True)
+
+
+@pytest.fixture
+def lenient() -> None:
+    """``--lenient``: the boundary's rules off for this test."""
+    set_strict(False)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 from js import Date
 
 from agents import Agent, AgentOptions, NotInFiberError
+from agents.core.portable import wait_until
 from agents.fibers.recovery import MAX_BACKOFF_MS, backoff_ms
 from agents.fibers.types import FiberContext, FiberRecoveryContext
 from doemu.clock import ManualClock
@@ -134,7 +135,7 @@ class FiberAgent(Agent):
             self.stash({"fiber": fiber, "steps": [*steps, "last"]})  # contextvar still right
             return fiber
 
-        self.ctx.waitUntil(self.run_fiber(fiber, body))
+        wait_until(self.ctx, self.run_fiber(fiber, body))
 
     async def runs(self) -> list[dict[str, Any]]:
         return self.sql("SELECT id, name, snapshot, created_at FROM cf_agents_runs ORDER BY name")
@@ -357,7 +358,7 @@ class HandOffAgent(FiberAgent):
         if ctx.name == "hand-off":
             # The SDK's recovery hand-off: a new fiber takes over; the old row is deleted as
             # soon as this hook returns, in the same turn.
-            self.ctx.waitUntil(self.run_fiber("resumed", _wait_forever))
+            wait_until(self.ctx, self.run_fiber("resumed", _wait_forever))
             names = sorted(r["name"] for r in self.sql("SELECT name FROM cf_agents_runs"))
             self.sql(
                 "INSERT INTO recovered_log VALUES ('', 'rows-at-hand-off', ?, 0, ?, 0)",
@@ -366,7 +367,7 @@ class HandOffAgent(FiberAgent):
             )
 
     async def start_and_return(self, fiber: str) -> list[str]:
-        self.ctx.waitUntil(self.run_fiber(fiber, _wait_forever))
+        wait_until(self.ctx, self.run_fiber(fiber, _wait_forever))
         return [r["name"] for r in self.sql("SELECT name FROM cf_agents_runs")]
 
 

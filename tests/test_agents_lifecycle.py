@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from agents import Agent, AgentOptions, SqlQueryError
+from agents.core.portable import wait_until
 from agents.fibers.types import FiberContext, FiberRecoveryContext
 from doemu.testing.plugin import HarnessFactory
 
@@ -54,7 +55,7 @@ class LifecycleAgent(Agent):
         async def body(ctx: FiberContext) -> None:
             await asyncio.Event().wait()
 
-        self.ctx.waitUntil(self.run_fiber("orphan", body))
+        wait_until(self.ctx, self.run_fiber("orphan", body))
 
     async def bad_query(self) -> dict[str, Any]:
         try:

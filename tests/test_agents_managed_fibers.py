@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agents import Agent, AgentOptions
+from agents.core.portable import wait_until
 from agents.fibers.types import FiberContext, FiberRecoveryContext, FiberResolution, FiberStatus
 from doemu.testing.plugin import HarnessFactory
 
@@ -287,7 +288,7 @@ class RaceJobAgent(JobAgent):
 
     async def start_detached(self, name: str) -> dict[str, Any]:
         """Fire-and-forget ``start_fiber``: what is stored when the RPC answers?"""
-        self.ctx.waitUntil(self.start_fiber(name, self._body(name, "gated")))
+        wait_until(self.ctx, self.start_fiber(name, self._body(name, "gated")))
         ledger = self.sql("SELECT status FROM cf_agents_fibers WHERE name = ?", name)
         return {"ledger": [r["status"] for r in ledger], "runs": await self.run_rows()}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyodide.ffi import JsException
 from workers import DurableObject, Request, Response, WorkerEntrypoint, waitUntil
 
 from doemu.bindings import ServiceError, ServiceNotFound
@@ -110,12 +111,15 @@ async def test_rpc_values_cross_as_between_python_workers(doemu_harness: Harness
     assert await auth.keywords(1) == [1, 2]
     half = await auth.half()
     assert half == 2 and type(half) is int  # the JS number 2
+    with pytest.raises(JsException, match="cannot be sent over RPC") as refused:
+        await auth.pair()  # the callee's result is refused, as by its SDK there
+    assert refused.value.name == "PythonError"
     with pytest.raises(TypeError, match="cannot be sent over RPC"):
-        await auth.pair()  # the callee's result is refused, as by python_to_rpc there
-    with pytest.raises(TypeError, match="cannot be sent over RPC"):
-        auth.echo((1, 2))
-    with pytest.raises(ValueError, match="bad token"):
-        await auth.boom()
+        auth.echo((1, 2))  # refused by the caller's SDK, before the call
+    with pytest.raises(JsException) as raised:
+        await auth.boom()  # the callee's exception: PythonError with its traceback, as there
+    assert raised.value.name == "PythonError"
+    assert "ValueError: bad token" in raised.value.message and "in boom" in raised.value.message
     with pytest.raises(ServiceError) as info:
         await auth.missing()
     assert str(info.value) == "TypeError: Method missing does not exist"

@@ -101,10 +101,10 @@ def test_clone_is_deep_and_independent() -> None:
 def test_refused_type_uses_workerds_text() -> None:
     with pytest.raises(DataCloneError) as info:
         encode({"nested": [Foo()]})
-    assert str(info.value) == (
+    assert info.value.message == (
         'Could not serialize object of type "Foo". This type does not support serialization.'
     )
-    assert isinstance(info.value, TypeError)
+    assert info.value.name == "DataCloneError" and not isinstance(info.value, TypeError)
     assert isinstance(info.value, StorageError)
 
 

@@ -96,10 +96,22 @@ def test_user_class_subclasses_the_installed_base(clean_modules: None) -> None:
 # -- pyodide.ffi ---------------------------------------------------------------------------------
 
 
-def test_to_js_is_identity() -> None:
-    value = {"a": [1, 2]}
-    assert ffi.to_js(value) is value
-    assert ffi.to_js(value, dict_converter=compat.js.Object.fromEntries, depth=1) is value
+def test_to_js_converts_as_pyodide_does() -> None:
+    """Observed on workerd (Pyodide 314): a dict becomes a plain Object, a list an Array."""
+    value = {"a": [1, 2], "b": None, "c": b"x", "d": "s"}
+    js = ffi.to_js(value)
+    assert isinstance(js, ffi.JsProxy) and repr(js) == "[object Object]"
+    assert isinstance(js.a, ffi.JsArray) and not isinstance(js.a, list) and list(js.a) == [1, 2]
+    assert js.b is None and js.c.to_bytes() == b"x" and js.d == "s"
+    assert js.to_py() == {"a": [1, 2], "b": None, "c": b"x", "d": "s"}
+    assert ffi.to_js(5) == 5 and ffi.to_js("s") == "s" and ffi.to_js(None) is None
+    assert ffi.to_js(js) is js  # a JS value is already converted
+    shallow = ffi.to_js(value, depth=1)
+    assert not isinstance(shallow.a, ffi.JsArray)  # depth 1: the list stays a proxied object
+    entries = ffi.to_js({"k": 1}, dict_converter=compat.js.Object.fromEntries)
+    assert entries.k == 1
+    proxied = ffi.to_js([object()])
+    assert isinstance(proxied[0], ffi.JsProxy)  # no conversion: a proxy of the Python object
 
 
 def test_create_proxy_wraps_callables_with_destroy() -> None:
@@ -122,8 +134,11 @@ def test_create_proxy_wraps_callables_with_destroy() -> None:
     with pytest.raises(RuntimeError):
         copy(1)
     data = {"k": 1}
-    assert ffi.create_proxy(data) is data
-    assert ffi.create_proxy(dict) is dict
+    held = ffi.create_proxy(data)  # a JS handle on any object, as Pyodide's JsDoubleProxy
+    assert isinstance(held, ffi.JsProxy) and held.unwrap() is data
+    held.destroy()
+    with pytest.raises(RuntimeError, match="destroyed"):
+        held.unwrap()
 
 
 def test_create_once_callable_may_be_called_once() -> None:
@@ -166,10 +181,12 @@ def test_js_buffer() -> None:
 
 
 def test_js_exception() -> None:
-    exc = ffi.JsException("bad thing")
+    exc = ffi.JsException("TypeError", "bad thing")  # (name, message), as Pyodide's
     assert exc.message == "bad thing"
-    assert exc.name == "JsException"
-    assert isinstance(exc, Exception)
+    assert exc.name == "TypeError"
+    assert str(exc) == "TypeError: bad thing"
+    assert isinstance(exc, Exception) and isinstance(exc, ffi.JsProxy)
+    assert not isinstance(exc, TypeError)  # except TypeError: does not catch it on Cloudflare
 
 
 def test_all_lists_are_explicit_and_resolve() -> None:

@@ -22,6 +22,7 @@ from doemu.compat.js import (
     WebSocketRequestResponsePair,
     console,
 )
+from doemu.compat.pyodide.ffi import JsProxy, to_js
 
 
 def test_date_now_defaults_to_the_system_clock() -> None:
@@ -68,13 +69,16 @@ def test_console_writes_to_the_doemu_console_logger(caplog: pytest.LogCaptureFix
     ]
 
 
-def test_object_helpers() -> None:
-    assert Object.fromEntries([("a", 1), ["b", 2]]) == {"a": 1, "b": 2}
-    assert Object.fromEntries({"a": 1}) == {"a": 1}
-    assert Object.fromEntries(Headers.new({"X": "1"}).items()) == {"x": "1"}
-    assert Object.keys({"a": 1}) == ["a"]
-    assert Object.values({"a": 1}) == [1]
-    assert Object.entries({"a": 1}) == [["a", 1]]
+def test_object_helpers_make_and_read_plain_javascript_objects() -> None:
+    made = Object.fromEntries([("a", 1), ["b", 2]])
+    assert isinstance(made, JsProxy) and (made.a, made.b) == (1, 2)
+    assert made.to_py() == {"a": 1, "b": 2}
+    assert Object.fromEntries({"a": 1}).to_py() == {"a": 1}
+    assert Object.fromEntries(Headers.new({"X": "1"}).items()).to_py() == {"x": "1"}
+    assert list(Object.keys(made)) == ["a", "b"]
+    assert list(Object.values(made)) == [1, 2]
+    assert [list(pair) for pair in Object.entries(made)] == [["a", 1], ["b", 2]]
+    assert list(Object.keys({"a": 1})) == ["a"]
 
 
 async def test_js_response_new_builds_a_workers_response() -> None:
@@ -83,6 +87,8 @@ async def test_js_response_new_builds_a_workers_response() -> None:
     assert (resp.status, resp.status_text, resp.headers["x-a"]) == (201, "Made", "1")
     assert await resp.text() == "hi"
     kw = Response.new(bytearray(b"\x01"), status=202, headers=Object.fromEntries([("a", "b")]))
+    made = Response.new("x", to_js({"status": 203, "headers": {"X-B": "2"}}))
+    assert (made.status, made.headers["x-b"]) == (203, "2")
     assert await kw.bytes() == b"\x01"
     assert kw.headers["a"] == "b"
     assert Response.new().status == 200

@@ -69,12 +69,16 @@ JS = {
     "console",
 }
 PYODIDE_FFI = {
+    "JsArray",
     "JsBuffer",
     "JsException",
+    "JsMap",
+    "JsNull",
     "JsProxy",
     "create_once_callable",
     "create_proxy",
     "destroy_proxies",
+    "jsnull",
     "to_js",
 }
 CTX = {

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from js import TransformStream, WebSocketPair
+from pyodide.ffi import create_proxy
 from workers import DurableObject, Response, fetch
 
 from doemu import clone
@@ -120,7 +121,7 @@ class Counter(DurableObject):
                 await writer.write(b"after the write")
                 await writer.close()
 
-            self.ctx.waitUntil(pump())
+            self.ctx.waitUntil(create_proxy(pump()))
             return Response(ts.readable)
         client, server = WebSocketPair.new().object_values()
         self.ctx.acceptWebSocket(server)
@@ -156,7 +157,8 @@ class Counter(DurableObject):
             gate("in-txn").set()
             await gate("finish-txn").wait()
 
-        self.ctx.waitUntil(self.ctx.storage.transaction(body))  # not awaited by the handler
+        # Not awaited by the handler:
+        self.ctx.waitUntil(create_proxy(self.ctx.storage.transaction(body)))
         await gate("in-txn").wait()
         return "answered"
 

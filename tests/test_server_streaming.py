@@ -22,6 +22,7 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 from js import TextEncoder, TransformStream
+from pyodide.ffi import create_proxy
 from workers import DurableObject, Response, WorkerEntrypoint
 
 from doemu.errors import StreamError
@@ -52,7 +53,7 @@ class Feed(DurableObject):
             return self.big(int(request.headers.get("x-size") or 0))
         ts = TransformStream.new()
         writer = ts.writable.getWriter()
-        self.ctx.waitUntil(self.produce(path, writer))
+        self.ctx.waitUntil(create_proxy(self.produce(path, writer)))
         return Response(
             ts.readable, headers={"content-type": "text/event-stream", "cache-control": "no-cache"}
         )
@@ -82,7 +83,7 @@ class Feed(DurableObject):
                 await writer.write(chunk)
             await writer.close()
 
-        self.ctx.waitUntil(pump())
+        self.ctx.waitUntil(create_proxy(pump()))
         return Response(ts.readable)
 
     async def upload(self, request: Any) -> Any:

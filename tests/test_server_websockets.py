@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from js import WebSocketPair, WebSocketRequestResponsePair
+from pyodide.ffi import to_js
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 from workers import DurableObject, Response
@@ -34,8 +35,8 @@ class Room(DurableObject):
         if path.startswith("ws"):
             tags = path.split("?tags=")[1].split(",") if "?tags=" in path else []
             client, server = WebSocketPair.new().object_values()
-            self.ctx.acceptWebSocket(server, tags)
-            server.serializeAttachment({"tags": tags, "seen": 0})
+            self.ctx.acceptWebSocket(server, to_js(tags))
+            server.serializeAttachment(to_js({"tags": tags, "seen": 0}))
             return Response(None, status=101, web_socket=client)
         if path.startswith("plain"):
             client, server = WebSocketPair.new().object_values()
@@ -60,10 +61,10 @@ class Room(DurableObject):
         if isinstance(message, bytes):
             ws.send(message.to_bytes())  # binary stays binary
             return
-        state = ws.deserializeAttachment()
+        state = ws.deserializeAttachment().to_py()
         state["seen"] += 1
-        ws.serializeAttachment(state)
-        ws.send(f"{message}: seen={state['seen']} tags={self.ctx.getTags(ws)}")
+        ws.serializeAttachment(to_js(state))
+        ws.send(f"{message}: seen={state['seen']} tags={list(self.ctx.getTags(ws))}")
 
     async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
         self.ctx.storage.sql.exec("INSERT INTO closes VALUES (?, ?, ?)", code, reason, was_clean)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyodide.ffi import create_proxy
 from workers import DurableObject
 
 from doemu.errors import ObjectResetError
@@ -60,7 +61,7 @@ class Tally(DurableObject):
             await GATES["later"].wait()
             await self.ctx.storage.put("later", "done")
 
-        self.ctx.waitUntil(work())
+        self.ctx.waitUntil(create_proxy(work()))
 
 
 def _harness(tmp_path: Path, chaos: ChaosSettings | None) -> WorkerHarness:

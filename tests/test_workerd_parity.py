@@ -93,7 +93,7 @@ def test_renaming_a_table_to_a_reserved_name_is_refused(storage: ObjectStorage) 
     for query in ("ALTER TABLE t RENAME TO _cf_x", 'alter table t rename to "_CF_y"'):
         with pytest.raises(SqlNotAllowedError) as info:
             storage.sql.exec(query)
-        assert str(info.value) == "not authorized: SQLITE_AUTH"
+        assert info.value.message == "not authorized: SQLITE_AUTH"
     assert storage.sql.exec("SELECT name FROM sqlite_master WHERE name = 't'").toArray()
     storage.sql.exec("ALTER TABLE t RENAME COLUMN a TO _cf_column")  # only table names
 
@@ -108,19 +108,19 @@ def test_workerds_sqlite_limits(storage: ObjectStorage) -> None:
     params = ",".join("?" for _ in range(101))
     with pytest.raises(SqlError) as info:
         storage.sql.exec(f"SELECT {params}", *range(101))
-    assert str(info.value) == "too many SQL variables: SQLITE_ERROR"
+    assert info.value.message == "too many SQL variables: SQLITE_ERROR"
     assert len(storage.sql.exec(f"SELECT {params[2:]}", *range(100)).raw().toArray()[0]) == 100
     compound = " UNION ALL ".join("SELECT 1" for _ in range(6))
     with pytest.raises(SqlError) as info:
         storage.sql.exec(compound)
-    assert str(info.value) == "too many terms in compound SELECT: SQLITE_ERROR"
+    assert info.value.message == "too many terms in compound SELECT: SQLITE_ERROR"
     columns = ", ".join(f"c{i}" for i in range(101))
     with pytest.raises(SqlError) as info:
         storage.sql.exec(f"CREATE TABLE wide ({columns})")
-    assert str(info.value) == "too many columns on wide: SQLITE_ERROR"
+    assert info.value.message == "too many columns on wide: SQLITE_ERROR"
     with pytest.raises(SqlError) as info:
         storage.sql.exec("SELECT 'a' LIKE ?", "%" * 51)
-    assert str(info.value) == "LIKE or GLOB pattern too complex: SQLITE_ERROR"
+    assert info.value.message == "LIKE or GLOB pattern too complex: SQLITE_ERROR"
 
 
 @pytest.mark.parametrize(
@@ -162,7 +162,7 @@ def test_constraint_errors_name_the_extended_code(
     storage.sql.exec(setup)
     with pytest.raises(SqlError) as info:
         storage.sql.exec(query)
-    assert str(info.value) == extended
+    assert info.value.message == extended
 
 
 def test_booleans_are_stored_as_javascript_booleans_become(storage: ObjectStorage) -> None:
@@ -177,7 +177,7 @@ class KvOnly(DurableObject):
         try:
             self.ctx.storage.sql.exec("SELECT 1")
         except StorageError as exc:
-            return str(exc)
+            return exc.message
         return "no error"
 
 

@@ -36,6 +36,7 @@ from workers import Response
 
 from ..agent import Agent
 from ..core.connections import Connection
+from ..core.portable import wait_until
 from ..core.protocol import dumps
 from ..fibers.types import FiberRecoveryContext
 from . import frames
@@ -276,7 +277,7 @@ class AIChatAgent(Agent):
 
     def _after_start(self) -> None:
         if self._chat_submissions.has_work():  # left by an earlier activation: answer them
-            self.ctx.waitUntil(self._chat_submissions.drain())
+            wait_until(self.ctx, self._chat_submissions.drain())
 
     def _chat_recovering(self) -> bool:
         """Whether a recovery of an interrupted turn is under way (its flag is set)."""

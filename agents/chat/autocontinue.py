@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..core.portable import wait_until
 from .parts import SETTLED_TOOL_STATES
 from .repair import tool_name
 from .turn import TurnSpec, new_request_id
@@ -93,9 +94,9 @@ class AutoContinuation:
         self._pending: _Pending | None = None
         #: The follow-up an answer asked for while the continuation ran, if any.
         self._deferred: _Pending | None = None
-        self._timer: asyncio.Task[None] | None = None
+        self._timer: asyncio.Future[None] | None = None
         #: The queued continuation, until its turn has ended.
-        self._running: asyncio.Task[None] | None = None
+        self._running: asyncio.Future[None] | None = None
 
     # -- events -----------------------------------------------------------------------------------
     def answered(self, message_id: str, *, auto_continue: bool) -> None:
@@ -158,8 +159,7 @@ class AutoContinuation:
         if self._timer is not None:
             self._timer.cancel()
         agent = self._agent
-        self._timer = timer = asyncio.ensure_future(self._wait(agent._core.now() + COALESCE_MS))
-        agent.ctx.waitUntil(timer)
+        self._timer = wait_until(agent.ctx, self._wait(agent._core.now() + COALESCE_MS))
 
     async def _wait(self, until_ms: float) -> None:
         await wait_for_time(self._agent._core.now, until_ms)
@@ -188,8 +188,7 @@ class AutoContinuation:
             body=context.last_body,
             client_tools=context.last_client_tools,
         )
-        self._running = running = asyncio.ensure_future(self._continue(spec))
-        agent.ctx.waitUntil(running)
+        self._running = wait_until(agent.ctx, self._continue(spec))
 
     async def _continue(self, spec: TurnSpec) -> None:
         """Run the continuation's turn; then, if an answer was deferred meanwhile and the turn

@@ -60,7 +60,17 @@ __all__ = [
 UIMessage = dict[str, Any]
 
 _BASE36: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
-_rng = random.Random()
+#: Made on first use, never at import: Cloudflare refuses entropy outside a request ("Cannot get
+#: entropy outside of request context"), so a ``random.Random()`` at module level makes every
+#: Worker that imports ``agents.chat`` fail to load there.
+_rng: random.Random | None = None
+
+
+def _default_rng() -> random.Random:
+    global _rng
+    if _rng is None:
+        _rng = random.Random()
+    return _rng
 
 
 def _merge_metadata(message: UIMessage, metadata: Any) -> None:
@@ -277,7 +287,7 @@ def partial_parts(bodies: Iterable[str]) -> list[Any]:
 def new_assistant_id(now_ms: float, rng: random.Random | None = None) -> str:
     """``assistant_<ms>_<9 base-36 chars>``, the SDK's assistant message id (research §1.5:
     ``` `assistant_${Date.now()}_${Math.random().toString(36).slice(2, 11)}` ```)."""
-    source = rng if rng is not None else _rng
+    source = rng if rng is not None else _default_rng()
     suffix = "".join(source.choice(_BASE36) for _ in range(9))
     return f"assistant_{int(now_ms)}_{suffix}"
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..core.portable import wait_until
 from . import frames
 from .incidents import IncidentStore
 from .recovery import (
@@ -320,7 +321,9 @@ class TurnRecovery:
             self._settle(incident, "skipped", moved_on)
             return
         root = str(payload.get("root") or incident.root_request_id)
-        agent.ctx.waitUntil(self._attempt(incident_id, attempt, kind, root, payload.get("target")))
+        wait_until(
+            agent.ctx, self._attempt(incident_id, attempt, kind, root, payload.get("target"))
+        )
 
     async def _stable_timeout(
         self, incident: ChatRecoveryIncident, attempt: ChatRecoveryAttempt, payload: Any

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from ..core.connections import Connection
+from ..core.portable import wait_until
 from ..errors import InvalidMessageError
 from . import frames
 from .frames import ChatFrame
@@ -100,7 +101,7 @@ def chat_request(agent: Any, connection: Connection, frame: ChatFrame) -> None:
         sender=connection,
         decision=decision,
     )
-    agent.ctx.waitUntil(agent._chat_enqueue(spec))
+    wait_until(agent.ctx, agent._chat_enqueue(spec))
 
 
 def set_messages(agent: Any, connection: Connection, frame: ChatFrame) -> None:

@@ -21,6 +21,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..core.portable import wait_until
 from ..core.protocol import dumps
 from ..core.sql import execute, query_rows
 from .incoming import auto_transform_messages, validate_message
@@ -125,7 +126,7 @@ class Submissions:
             dumps(metadata) if metadata is not None else None,
             int(self._agent._core.now()),
         )
-        self._agent.ctx.waitUntil(self.drain())
+        wait_until(self._agent.ctx, self.drain())
         row = self._row(sid)
         assert row is not None
         return {**_public(row), "accepted": True}

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from js import Date
 
 from ..options import AgentOptions
+from .portable import settle_in_background, wait_until
 from .sql import execute
 
 __all__ = ["AgentCore", "AgentHost", "Core", "WakeupSource"]
@@ -136,7 +137,7 @@ class AgentCore:
         return float(Date.now())
 
     def wait_until(self, task: asyncio.Future[Any]) -> None:
-        self._ctx.waitUntil(task)
+        wait_until(self._ctx, task)
 
     def emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
         self._host._emit(event_type, payload)
@@ -165,9 +166,9 @@ class AgentCore:
         wakeup = self.next_wakeup(now)
         storage = self._ctx.storage
         if wakeup is not None:
-            storage.setAlarm(max(wakeup, now))
+            settle_in_background(storage.setAlarm(max(wakeup, now)), "setAlarm")
         else:
-            storage.deleteAlarm()
+            settle_in_background(storage.deleteAlarm(), "deleteAlarm")
 
     def schedule_next_alarm_soon(self) -> None:
         if self.started:

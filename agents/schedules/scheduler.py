@@ -255,7 +255,10 @@ class Scheduler:
             start_s = epoch_seconds(start, "start")
             end_s = epoch_seconds(end, "end")
             query += " AND time >= ? AND time <= ?"
-            params += [start_s if start_s is not None else 0, end_s if end_s is not None else 2**53]
+            params += [
+                start_s if start_s is not None else 0,
+                end_s if end_s is not None else 2**53 - 1,  # JavaScript's largest safe integer
+            ]
         rows = self._core.sql(query + " ORDER BY time ASC, rowid ASC", *params)
         return [s for s in (_readable(r) for r in rows) if s is not None]
 

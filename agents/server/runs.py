@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..chat.turn import TurnSpec, new_request_id
+from ..core.portable import wait_until
 from .calls import pending_client_calls
 from .errors import RequestError
 from .hooks import AbortResult, call_hook
@@ -46,10 +47,10 @@ def _conflict(message: str, code: str = "RUN_IN_PROGRESS", **details: Any) -> Re
 
 def _enqueue(server: AgentServer, *, continuation: bool) -> None:
     if continuation:
-        server.ctx.waitUntil(server.continue_last_turn())
+        wait_until(server.ctx, server.continue_last_turn())
         return
     spec = TurnSpec(new_request_id())
-    server.ctx.waitUntil(server._chat_enqueue(spec))
+    wait_until(server.ctx, server._chat_enqueue(spec))
 
 
 async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any:

@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlparse
 
 from ..chat import AIChatAgent, ChatMessageOptions, ChatRecoveryConfig
 from ..core.connections import Connection, ConnectionContext
+from ..core.portable import wait_until
 from ..providers import Tool, model_reply
 from .calls import pending_client_calls, text_of
 from .definition import AgentDefinition, SubAgentTool
@@ -217,7 +218,7 @@ class AgentServer(AIChatAgent):
             abort.set()
         running = [c.session_id for c in self.sessions.children() if c.status == "active"]
         if running:  # a hard stop stops the whole tree: children would go on billing
-            self.ctx.waitUntil(self._abort_children(running, reason))
+            wait_until(self.ctx, self._abort_children(running, reason))
         return True
 
     async def _abort_children(self, children: list[str], reason: str) -> None:
@@ -307,7 +308,7 @@ class AgentServer(AIChatAgent):
             outcome = "completed"
         record = self.session
         if record.parent_session_id:
-            self.ctx.waitUntil(self._tell_parent(record.parent_session_id))
+            wait_until(self.ctx, self._tell_parent(record.parent_session_id))
         await call_hook(
             self.hooks.on_complete,
             {

@@ -50,6 +50,7 @@ from js import Date, TextEncoder, TransformStream
 from workers import Response
 
 from ..core.connections import Connection
+from ..core.portable import wait_until
 from ..core.protocol import dumps, parse_frame
 from ..core.sql import execute, query_rows
 from .errors import StreamClosedError, StreamPayloadError, StreamRangeError
@@ -62,7 +63,9 @@ _READER_FLAG = "server_stream"
 _OPEN = 1  # WebSocket.READY_STATE_OPEN
 _WHOLE = re.compile(r"-?[0-9]+")
 _PONG = '{"type":"pong"}'
-_LAST = 2**63 - 1  # SQLite's largest integer: "no upper bound"
+# "No upper bound": the largest integer a JavaScript number holds (a larger one fails to bind on
+# Cloudflare, where Pyodide passes it as a BigInt).
+_LAST = 2**53 - 1
 
 
 class _SseReader:
@@ -276,11 +279,9 @@ class SessionStream:
         if self._terminal is not None:
             reader.end = (self.latest_sequence, self._sse_bytes(self._terminal))
         self._sse.append(reader)
-        task = asyncio.ensure_future(self._serve(reader))
-        self._ctx.waitUntil(task)
+        wait_until(self._ctx, self._serve(reader))
         if self._heartbeat_s > 0 and self._ticker is None:
-            self._ticker = ticker = asyncio.ensure_future(self._beat())
-            self._ctx.waitUntil(ticker)
+            self._ticker = wait_until(self._ctx, self._beat())
         return Response(stream.readable, headers=dict(self.SSE_HEADERS))
 
     async def _serve(self, reader: _SseReader) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from ..jsboundary import JsException
+
 __all__ = ["EntryHost", "ExecutionContext", "find_entrypoints", "follow_redirects"]
 
 #: The statuses ``fetch()`` follows, and how many times at most (the Fetch standard's 20).
@@ -91,7 +93,7 @@ async def follow_redirects(send: Callable[[Any], Awaitable[Any]], request: Any) 
         if mode == "manual":
             return response
         if mode == "error":
-            raise TypeError(f"Redirect to {location} refused: the request's redirect is 'error'")
+            raise JsException("TypeError", f"Redirect to {location} refused (redirect: 'error')")
         method = str(request.method)
         body = request._body if isinstance(request._body, bytes) else None
         if (response.status == 303 and method != "HEAD") or (
@@ -101,4 +103,4 @@ async def follow_redirects(send: Callable[[Any], Awaitable[Any]], request: Any) 
         request = workers.Request(
             urljoin(request.url, location), method=method, headers=request.headers, body=body
         )
-    raise TypeError(f"Too many redirects (more than {_MAX_REDIRECTS})")
+    raise JsException("TypeError", f"Too many redirects (more than {_MAX_REDIRECTS})")

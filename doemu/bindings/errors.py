@@ -2,16 +2,16 @@
 
 On Cloudflare a binding is a JavaScript object; when it rejects a call (a key too long, bad SQL,
 an unsatisfiable range) Python code receives a ``pyodide.ffi.JsException`` whose ``name`` is the
-JS error's (``Error``, ``TypeError``), whose ``message`` is its text, and whose ``str()`` is
-``"<name>: <message>"``. :class:`BindingError` is that shape (a ``JsException``, so ``except
-JsException`` works as on Cloudflare) and a :class:`~doemu.errors.DoemuError`; the ``TypeError``
-flavour is also a Python ``TypeError``, the house rule for JS type errors.
+JS error's (``Error``, ``TypeError``, ``SyntaxError``), whose ``message`` is its text, and whose
+``str()`` is ``"<name>: <message>"``. :class:`BindingError` is that exception
+(:class:`doemu.jsboundary.JsException`, so ``except JsException`` works as on Cloudflare, and, as
+there, a JS ``TypeError`` is not a Python ``TypeError``) and a :class:`~doemu.errors.DoemuError`.
 """
 
 from __future__ import annotations
 
-from ..compat.jsproxy import JsException
 from ..errors import DoemuError
+from ..jsboundary import JsException
 
 __all__ = ["BindingError", "BindingSyntaxError", "BindingTypeError", "ServiceError"]
 
@@ -21,29 +21,14 @@ class BindingError(DoemuError, JsException):
 
     js_name = "Error"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self._message = message
 
-    @property
-    def name(self) -> str:
-        return self.js_name
-
-    @property
-    def message(self) -> str:
-        return self._message
-
-    def __str__(self) -> str:
-        return f"{self.js_name}: {self._message}"
-
-
-class BindingTypeError(BindingError, TypeError):
+class BindingTypeError(BindingError):
     """A JS ``TypeError`` raised by a binding (a value or option of the wrong kind)."""
 
     js_name = "TypeError"
 
 
-class BindingSyntaxError(BindingError, ValueError):
+class BindingSyntaxError(BindingError):
     """A JS ``SyntaxError``: a value read as JSON is not JSON."""
 
     js_name = "SyntaxError"

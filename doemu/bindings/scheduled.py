@@ -10,9 +10,9 @@ test harness.
 What the handler receives is what workerd-Python hands a ``WorkerEntrypoint`` (checked on it):
 ``controller`` has ``cron``, ``scheduledTime`` (epoch ms, an ``int``) and ``noRetry()``; ``env``
 and ``ctx`` arrive as ``None`` there, because a class entrypoint has them as ``self.env`` and
-``self.ctx``, so doemu passes ``None`` too, and code that uses the parameters fails here as it
-would once deployed. A handler that raises is logged and recorded; it is not retried (Cloudflare
-does not retry cron events).
+``self.ctx``, so doemu passes ``None`` too (the real ones with ``--lenient``), and code that uses
+the parameters fails here as it would once deployed. A handler that raises is logged and
+recorded; it is not retried (Cloudflare does not retry cron events).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 from ..alarms.crons import CronSchedule
 from ..clock import Clock
 from ..compat import call_relaxed
+from ..jsboundary import is_strict
 from .entry import EntryHost, ExecutionContext
 
 __all__ = ["CronService", "NoScheduledHandler", "ScheduledController"]
@@ -118,7 +119,9 @@ class CronService:
         try:
             instance = entry(ctx, self._host.env)
             with self._host.entry_scope(ctx.waitUntil):
-                result = call_relaxed(instance.scheduled, controller, None, None)
+                # workerd-Python hands a class entrypoint None for both (--lenient: the real ones).
+                env, context = (None, None) if is_strict() else (self._host.env, ctx)
+                result = call_relaxed(instance.scheduled, controller, env, context)
                 if inspect.isawaitable(result):
                     await result
         except Exception as exc:

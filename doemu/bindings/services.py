@@ -11,9 +11,9 @@ checked by ``python_to_rpc`` (tuples refused), keyword arguments become one trai
 ``f(1, b=3)`` receives ``(1, {"b": 3})``), and both arguments and the result are copied
 (structured clone) and arrive as JS values do (``JsDict``, ``memoryview``, JS numbers). A method
 that does not exist is ``TypeError: Method x does not exist``; an exception in the callee reaches
-the caller with its type and message (on Cloudflare it is a ``JsException`` named
-``PythonError`` carrying the traceback), as between Durable Objects in doemu. Names starting
-with ``_`` are not callable, as for Durable Object stubs.
+the caller as a ``JsException`` named ``PythonError`` carrying the callee's traceback, as on
+Cloudflare and as between Durable Objects (with ``--lenient``: its own type and message). Names
+starting with ``_`` are not callable, as for Durable Object stubs.
 
 A binding to another Worker is refused with an error naming it on every call: doemu runs one
 Worker per process (``doemu dev`` warns at start-up).
@@ -27,9 +27,11 @@ from typing import Any
 
 from .. import clone
 from ..compat import call_relaxed, workers
-from ..compat.rpc import python_to_rpc
+from ..compat.rpc import check_rpc_value
 from ..config.bindings import ServiceBinding
 from ..errors import DoemuError
+from ..jsboundary import is_strict
+from ..objects.stubs import python_error
 from .boundary import call, js_arguments, to_python
 from .entry import EntryHost, ExecutionContext, follow_redirects
 from .errors import ServiceError
@@ -44,7 +46,7 @@ class ServiceNotFound(DoemuError):
     """A service binding names an entrypoint the main module does not define (start-up)."""
 
 
-class _MethodMissing(ServiceError, TypeError):
+class _MethodMissing(ServiceError):
     js_name = "TypeError"
 
 
@@ -152,13 +154,18 @@ class Fetcher:
                 def rpc(instance: Any) -> Any:
                     return getattr(instance, name)(*(to_python(a) for a in sent))
 
+                strict = is_strict()
                 try:
                     result = await self._invoke(rpc)
+                    if strict:
+                        check_rpc_value(result)  # the callee's SDK refuses these, after the call
                 except DoemuError:
                     raise
                 except Exception as exc:
+                    if strict:
+                        raise python_error(exc) from None
                     raise _copy(exc, cls.__name__, name) from None
-                return to_python(clone.clone(python_to_rpc(result)))
+                return to_python(clone.clone(result))
 
             return call(work)
 

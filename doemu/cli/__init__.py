@@ -30,7 +30,7 @@ from ..config import (
     parse_var_options,
     resolve_vars,
 )
-from ..errors import DoemuError
+from ..errors import DoemuError, error_text
 from ..server.devserver import (
     load_worker,
     run,
@@ -122,6 +122,13 @@ __all__ = ["main"]
     help="manual: time stands still until POST /__doemu/api/clock moves it (step through "
     "alarms by hand).  [default: real]",
 )
+@click.option(
+    "--lenient/--strict",
+    default=None,
+    help="--lenient accepts what Cloudflare's Python runtime refuses (a coroutine passed to "
+    "ctx.waitUntil, Python lists where JavaScript wants an Array, entropy at import time…).  "
+    "[default: --strict]",
+)
 @click.option("--reload-child", is_flag=True, hidden=True)  # set by --reload for its child
 def dev(
     config: Path | None,
@@ -162,7 +169,7 @@ def _dev(
         cli_vars = parse_var_options(vars_)
         dev_vars = resolve_vars(worker, cli_vars)
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
     if settings.reload:
         run_with_reload(worker, settings, cli_vars)
         return
@@ -192,7 +199,7 @@ def init(directory: Path, force: bool, with_: str) -> None:
     try:
         result = write_project(directory, force=force, with_bindings=chosen)
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
     shown = display_path(directory)
     for path in result.written:
         note = "  (replaced)" if path in result.replaced else ""

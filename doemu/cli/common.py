@@ -17,7 +17,7 @@ from ..config import (
     load_config,
     resolve_settings,
 )
-from ..errors import DoemuError
+from ..errors import DoemuError, error_text
 
 __all__ = ["main"]
 
@@ -50,7 +50,7 @@ def _load(config_path: Path | None, env: str | None = None) -> WorkerConfig:
     try:
         config = load_config(config_path, env=env)
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
     for warning in config.warnings:
         click.echo(f"warning: {warning}", err=True)
     return config
@@ -60,7 +60,7 @@ def _settings(config: WorkerConfig, cli: dict[str, Any]) -> DoemuSettings:
     try:
         return resolve_settings(cli, os.environ, find_pyproject(config), base_dir=config.base_dir)
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -20,7 +20,7 @@ from ..config import (
     WorkerConfig,
     display_path,
 )
-from ..errors import DoemuError
+from ..errors import DoemuError, error_text
 from ..server.banner import browsable_url, read_server_record
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
     except AdminUnavailable:
         return None
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
 
 
 def _offline(target: _Target) -> Path:
@@ -170,7 +170,7 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
     try:
         return scan_objects(target.worker, _offline(target), bindings)
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
 
 
 #: ``--format``: how SQL results are printed (``doemu sql``, ``doemu d1 execute``).
@@ -237,7 +237,7 @@ def _object_sql(target: _Target, binding: str, name: str, query: str, write: boo
             _offline(target)
             result = read_only_sql(file, query, f"{binding}/{name}")
         except DoemuError as exc:
-            _fail(str(exc))
+            _fail(error_text(exc))
     return result
 
 
@@ -262,7 +262,7 @@ def _d1_sql(target: _Target, spec: Any, query: str, write: bool) -> Any:
             _offline(target)
             result = read_only_sql(file, query, f"D1 database {spec.binding}")
         except DoemuError as exc:
-            _fail(str(exc))
+            _fail(error_text(exc))
     return result
 
 

@@ -24,6 +24,7 @@ from .fetch_api import Headers as _Headers
 from .fetch_api import HeadersInit as _HeadersInit
 from .fetch_api import Request as _Request
 from .fetch_api import Response as _Response
+from .jsvalues import JsArray, JsObject, JsProxy, to_python
 from .websocket import WebSocketPair
 
 __all__ = [
@@ -148,25 +149,34 @@ class console:
 
 
 class Object:
-    """``Object.fromEntries`` / ``keys`` / ``values`` / ``entries`` over Python mappings."""
+    """``Object.fromEntries`` / ``keys`` / ``values`` / ``entries``.
+
+    ``fromEntries`` makes a plain JavaScript object (a ``JsObject``), which is what
+    ``to_js(d, dict_converter=Object.fromEntries)`` hands to a JS API; the others read a JS
+    object's own properties, or a Python mapping's items.
+    """
 
     @staticmethod
-    def fromEntries(entries: Mapping[Any, Any] | Iterable[Any]) -> dict[Any, Any]:
+    def fromEntries(entries: Mapping[Any, Any] | Iterable[Any]) -> JsObject:
         if isinstance(entries, Mapping):
-            return dict(entries)
-        return {k: v for k, v in entries}
+            return JsObject({str(k): v for k, v in entries.items()})
+        return JsObject({str(k): v for k, v in entries})
 
     @staticmethod
-    def keys(obj: Mapping[Any, Any]) -> list[Any]:
-        return list(obj.keys())
+    def keys(obj: Mapping[Any, Any] | JsObject) -> JsArray:
+        return JsArray(list(_props(obj).keys()))
 
     @staticmethod
-    def values(obj: Mapping[Any, Any]) -> list[Any]:
-        return list(obj.values())
+    def values(obj: Mapping[Any, Any] | JsObject) -> JsArray:
+        return JsArray(list(_props(obj).values()))
 
     @staticmethod
-    def entries(obj: Mapping[Any, Any]) -> list[list[Any]]:
-        return [[k, v] for k, v in obj.items()]
+    def entries(obj: Mapping[Any, Any] | JsObject) -> JsArray:
+        return JsArray([JsArray([k, v]) for k, v in _props(obj).items()])
+
+
+def _props(obj: Mapping[Any, Any] | JsObject) -> Mapping[Any, Any]:
+    return obj.as_object_map() if isinstance(obj, JsObject) else obj
 
 
 def _init(
@@ -180,8 +190,10 @@ def _init(
             "webSocket": init._web_socket,
         }
     else:
-        options = dict(init or {})
+        options = dict(to_python(init) or {})
     options.update(kwargs)
+    if isinstance(options.get("headers"), JsProxy):
+        options["headers"] = to_python(options["headers"])
     return options
 
 
@@ -234,7 +246,9 @@ class Request:
     def new(
         input: _Request | str, init: Mapping[str, Any] | None = None, /, **kwargs: Any
     ) -> _Request:
-        options = {**(init or {}), **kwargs}
+        options = {**(to_python(init) or {}), **kwargs}
+        if isinstance(options.get("headers"), JsProxy):
+            options["headers"] = to_python(options["headers"])
         if "body" in options:
             options["body"] = _js_body(options["body"])
         return _Request(input, **options)
@@ -245,7 +259,7 @@ class Headers:
 
     @staticmethod
     def new(init: _HeadersInit | None = None, /) -> _Headers:
-        return _Headers(init)
+        return _Headers(to_python(init))
 
 
 class WebSocket:

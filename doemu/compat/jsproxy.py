@@ -16,27 +16,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..jsboundary import JsException
+from .jsvalues import JsArray, JsMap, JsNull, JsObject, JsProxy, jsnull
+
 __all__ = [
+    "JsArray",
     "JsBuffer",
     "JsException",
+    "JsMap",
+    "JsNull",
+    "JsObject",
     "JsProxy",
     "as_js_buffer",
     "create_once_callable",
     "create_proxy",
     "destroy_proxies",
+    "jsnull",
     "to_js",
 ]
-
-
-class JsProxy:
-    """The type of JavaScript values seen from Python.
-
-    No JavaScript exists in doemu, so ``isinstance(x, JsProxy)`` is false for every ordinary
-    value; code written as ``if isinstance(x, JsProxy): x = x.to_py()`` takes the Python path.
-    (:class:`JsBuffer` is the exception: it stands for a JS buffer and is a ``JsProxy``.)
-    """
-
-    __slots__ = ()
 
 
 class JsBuffer(JsProxy, bytes):
@@ -59,18 +56,6 @@ class JsBuffer(JsProxy, bytes):
         return bytes(self).decode(encoding or "utf-8")
 
 
-class JsException(Exception):
-    """A JavaScript error raised into Python. doemu raises Python exceptions instead."""
-
-    @property
-    def name(self) -> str:
-        return type(self).__name__
-
-    @property
-    def message(self) -> str:
-        return str(self)
-
-
 def as_js_buffer(data: bytes | bytearray | memoryview) -> JsBuffer:
     """Wrap binary data the way a JS ``ArrayBuffer`` reaches Python code (doemu-internal)."""
     return data if isinstance(data, JsBuffer) else JsBuffer(data)
@@ -87,16 +72,58 @@ def to_js(
     default_converter: Callable[..., Any] | None = None,
     eager_converter: Callable[..., Any] | None = None,
 ) -> Any:
-    """Identity: there is no JS side to convert to (Pyodide's keywords are accepted, unused)."""
-    return obj
+    """``obj`` as a JavaScript value, by Pyodide's rules (what doemu's JS APIs accept).
+
+    Primitives and JS values are unchanged; a list or tuple becomes a ``JsArray``, a dict a plain
+    ``JsObject`` (or whatever ``dict_converter`` makes of its ``[key, value]`` pairs), binary
+    data a ``JsBuffer``, nested values likewise down to ``depth``; anything else a proxy of the
+    Python object (as ``create_proxy``), unless a converter says otherwise.
+    """
+
+    def convert(value: Any, level: int) -> Any:
+        if value is None or value is jsnull or isinstance(value, str | int | float | JsProxy):
+            return value
+        if eager_converter is not None:
+            return eager_converter(value, lambda v: convert(v, level), _no_cache)
+        if level == 0:
+            return _proxy_of(value, create_pyproxies)
+        inner = level - 1
+        if isinstance(value, list | tuple):
+            return JsArray([convert(item, inner) for item in value])
+        if isinstance(value, dict):
+            if dict_converter is None:
+                return JsObject({key: convert(item, inner) for key, item in value.items()})
+            return dict_converter(
+                JsArray([JsArray([key, convert(item, inner)]) for key, item in value.items()])
+            )
+        if isinstance(value, bytes | bytearray | memoryview):
+            return JsBuffer(bytes(value))
+        if default_converter is not None:
+            return default_converter(value, lambda v: convert(v, level), _no_cache)
+        return _proxy_of(value, create_pyproxies)
+
+    return convert(obj, depth)
 
 
-class _Proxy:
-    """What :func:`create_proxy` returns for a callable: callable, with ``destroy()``."""
+def _no_cache(_value: Any, _converted: Any) -> None:
+    """The ``cache`` argument of Pyodide's converters: doemu converts without cycles."""
+
+
+def _proxy_of(value: Any, allowed: bool) -> Any:
+    if not allowed:
+        raise TypeError(
+            f"to_js: no conversion for {type(value).__name__} and create_pyproxies=False"
+        )
+    return _Proxy(value)
+
+
+class _Proxy(JsProxy):
+    """What :func:`create_proxy` returns (Pyodide's ``JsDoubleProxy``): a JS handle on a Python
+    object, with ``destroy()`` and ``unwrap()``; calling it calls the object."""
 
     __slots__ = ("_destroyed", "_obj")
 
-    def __init__(self, obj: Callable[..., Any]) -> None:
+    def __init__(self, obj: Any) -> None:
         self._obj = obj
         self._destroyed = False
 
@@ -107,6 +134,12 @@ class _Proxy:
 
     def destroy(self) -> None:
         self._destroyed = True
+
+    def unwrap(self) -> Any:
+        """The Python object behind the proxy."""
+        if self._destroyed:
+            raise RuntimeError("This proxy was destroyed (create_proxy(...).destroy() was called)")
+        return self._obj
 
     def copy(self) -> _Proxy:
         return _Proxy(self._obj)
@@ -119,10 +152,9 @@ class _Proxy:
 
 
 def create_proxy(obj: Any, /, *, capture_this: bool = False, roundtrip: bool = True) -> Any:
-    """A long-lived proxy of ``obj``: callables get a wrapper with ``destroy()``; others as is."""
-    if callable(obj) and not isinstance(obj, type):
-        return _Proxy(obj)
-    return obj
+    """A long-lived JS handle on ``obj``, destroyed with ``destroy()`` (``unwrap()`` gives
+    ``obj`` back). A handle on an awaitable is what ``ctx.waitUntil`` accepts."""
+    return _Proxy(obj)
 
 
 class _OnceCallable(_Proxy):

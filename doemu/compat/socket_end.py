@@ -40,10 +40,12 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import clone
 from ..errors import WebSocketError
+from ..jsboundary import is_strict
 from . import _state
 from .held import HeldOutput
+from .jsclone import decode_js, encode_js
+from .jsvalues import jsnull
 from .ws_events import CloseEvent, ErrorEvent, Event, Message, MessageEvent
 
 __all__ = ["MAX_ATTACHMENT_SIZE", "MAX_CLOSE_REASON_BYTES", "SocketEnd"]
@@ -163,7 +165,9 @@ class SocketEnd:
         if isinstance(message, bytearray | memoryview):
             message = bytes(message)
         elif not isinstance(message, str | bytes):
-            raise TypeError(f"WebSocket send() expects str or bytes, got {type(message).__name__}")
+            raise WebSocketError(
+                f"WebSocket send() expects str or bytes, got {type(message).__name__}"
+            )
         if self.closed_outgoing:
             raise WebSocketError("Can't call WebSocket send() after close().")
         if self.outgoing_aborted or self.released:
@@ -227,8 +231,9 @@ class SocketEnd:
             self.peer.receive_error(WebSocketError(f"the sending Durable Object failed: {error}"))
 
     def serialize_attachment(self, value: Any) -> None:
-        """Keep a structured-clone copy of ``value`` (at most 16 KiB serialized)."""
-        data = clone.encode(value)
+        """Keep a structured-clone copy of ``value`` (at most 16 KiB serialized): a JavaScript
+        value, as on Cloudflare (see :mod:`doemu.compat.jsclone`)."""
+        data = encode_js(value)
         if len(data) > MAX_ATTACHMENT_SIZE:
             # workerd's text, including its missing space after "bytes.".
             raise WebSocketError(
@@ -238,10 +243,11 @@ class SocketEnd:
         self.attachment = data
 
     def deserialize_attachment(self) -> Any:
-        """A fresh copy of the attachment, or ``None`` when none was set."""
+        """A fresh copy of the attachment as JavaScript values, or ``jsnull`` when none was set
+        (``None`` under ``--lenient``)."""
         if self.attachment is None:
-            return None
-        return clone.decode(self.attachment)
+            return jsnull if is_strict() else None
+        return decode_js(self.attachment)
 
     def add_listener(self, type: str, listener: Callable[[Any], Any]) -> None:
         listeners = self.listeners.setdefault(type, [])

@@ -67,11 +67,14 @@ class DoemuSettings:
     max_live_objects: int | None = None
     loop: Loop = "auto"
     clock: ClockKind = "real"
+    #: Relax the JavaScript boundary's rules (see :mod:`doemu.compat.boundary`): accept what
+    #: Cloudflare's Python runtime refuses. Off by default, so a mistake shows locally.
+    lenient: bool = False
 
 
 _SETTING_NAMES = (
     "host", "port", "persist_to", "persist", "durability", "idle_timeout", "reload", "log_level",
-    "admin_token", "limits", "max_live_objects", "loop", "clock",
+    "admin_token", "limits", "max_live_objects", "loop", "clock", "lenient",
 )  # fmt: skip
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -154,7 +157,7 @@ def _parse_setting(name: str, value: Any, label: str, relative_to: Path) -> Any:
                     f"{label}={str(value)!r}: not a directory ({display_path(result)} is a file)",
                     source=label,
                 )
-    elif name in ("persist", "reload"):
+    elif name in ("persist", "reload", "lenient"):
         expected = "true or false (also 1/0, yes/no, on/off)"
         result = _bool(value)
     elif name == "durability":

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DurableObjectBinding, WorkerConfig, display_path
-from ..errors import DoemuError
+from ..errors import DoemuError, error_text
 from ..ids import IdFactory, is_hex_id
 from ..persist import namespace_dir, object_file
 from .objects import scan_namespace
@@ -69,7 +69,7 @@ def find_object_file(
     try:
         object_id = ids.from_string(name) if is_hex_id(name) else ids.from_name(name)
     except DoemuError as exc:
-        raise OfflineError(f"{binding.name}/{name}: {exc}") from None
+        raise OfflineError(f"{binding.name}/{name}: {error_text(exc)}") from None
     return object_file(namespace_dir(root, key), str(object_id))
 
 
@@ -82,4 +82,4 @@ def read_only_sql(file: Path, query: str, label: str) -> dict[str, Any]:
     except ReadOnlySqlError:
         raise OfflineError(f"{label}: read-only SQL; --write needs a running server") from None
     except (sqlite3.Error, DoemuError) as exc:
-        raise OfflineError(f"{label}: {exc}") from None
+        raise OfflineError(f"{label}: {error_text(exc)}") from None

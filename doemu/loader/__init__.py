@@ -41,6 +41,7 @@ from typing import Any
 
 from ..config import ClassInfo, DurableObjectBinding, WorkerConfig
 from ..errors import LoaderError
+from .entropy import EntropyAtImportError, entropy_refused
 from .importer import (
     AttributeNotFoundError,
     ImportStringError,
@@ -69,6 +70,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AttributeNotFoundError",
     "ClassNotFoundError",
+    "EntropyAtImportError",
     "EntrypointError",
     "ImportStringError",
     "LoadedClass",
@@ -154,6 +156,7 @@ def load_worker(config: WorkerConfig, *, reload: bool = True) -> LoadedWorker:
     See the module docstring for what ``reload`` does and for the errors raised.
     """
     from doemu.compat import install_modules
+    from doemu.compat.boundary import is_strict
 
     install_modules()
     workers = sys.modules["workers"]
@@ -169,7 +172,8 @@ def load_worker(config: WorkerConfig, *, reload: bool = True) -> LoadedWorker:
     roots = add_paths(user_dirs)
     before = set(sys.modules)
     try:
-        module = import_main(config, reuse=not reload)
+        with entropy_refused(is_strict()):
+            module = import_main(config, reuse=not reload)
     finally:
         record_user_modules(before, roots, config.main_module)
 
@@ -194,9 +198,10 @@ def load_worker(config: WorkerConfig, *, reload: bool = True) -> LoadedWorker:
     warnings: list[str] = []
     for binding in config.bindings:
         if binding.class_name not in classes:
-            classes[binding.class_name] = _resolve_binding(
-                config, binding, module, durable_object, main_label
-            )
+            with entropy_refused(is_strict()):  # a plugin's modules load at global scope too
+                classes[binding.class_name] = _resolve_binding(
+                    config, binding, module, durable_object, main_label
+                )
     for name, info in config.classes.items():
         if name not in classes:
             warnings.append(_unexported_warning(config, info, main_label))

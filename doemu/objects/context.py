@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NoReturn, Protocol
 
+from ..compat.boundary import accept_array, accept_promise, js_array_result
 from ..ids import DurableObjectId
 from ..sockets.registry import SocketRegistry
 from ..storage import DurableObjectStorage
 
 __all__ = ["DurableObjectState"]
+
+_ACCEPT = "'acceptWebSocket' on 'DurableObjectState'"
 
 
 class _Host(Protocol):
@@ -50,7 +53,9 @@ class DurableObjectState:
     # -- concurrency and lifetime ---------------------------------------------------------------
     def waitUntil(self, awaitable: Awaitable[Any]) -> None:
         """Keep the object alive until ``awaitable`` settles (errors are logged, not raised)."""
-        self._host.wait_until(awaitable)
+        promise = accept_promise(awaitable, "waitUntil")
+        if promise is not None:
+            self._host.wait_until(promise)
 
     def blockConcurrencyWhile(self, fn: Callable[[], Any]) -> Awaitable[Any]:
         """Run ``fn`` while no other event is delivered to this object (30 s limit, then reset)."""
@@ -62,13 +67,16 @@ class DurableObjectState:
 
     # -- hibernatable WebSockets ----------------------------------------------------------------
     def acceptWebSocket(self, ws: Any, tags: Iterable[str] | None = None) -> None:
-        self._host.sockets.accept(ws, tags)
+        """Make ``ws`` hibernatable; ``tags`` must be a JavaScript Array (``to_js([...])``) on
+        Cloudflare, where a Python list is refused."""
+        self._host.sockets.accept(ws, accept_array(tags, _ACCEPT, 2))
 
-    def getWebSockets(self, tag: str | None = None) -> list[Any]:
-        return self._host.sockets.get(tag)
+    def getWebSockets(self, tag: str | None = None) -> Any:
+        """The accepted sockets (with ``tag``): a JavaScript Array, iterable and sized."""
+        return js_array_result(self._host.sockets.get(tag))
 
-    def getTags(self, ws: Any) -> list[str]:
-        return self._host.sockets.tags_of(ws)
+    def getTags(self, ws: Any) -> Any:
+        return js_array_result(self._host.sockets.tags_of(ws))
 
     def setWebSocketAutoResponse(self, pair: Any = None) -> None:
         self._host.sockets.set_auto_response(pair)

@@ -31,7 +31,14 @@ from ..compat.bodies import read_all
 from ..compat.fetch_api import Headers, Request, Response
 from ..compat.readable import ReadableStream
 from ..compat.websocket import end_of
-from ..errors import DataCloneError, HttpError, InvalidIdError, ObjectResetError, WebSocketError
+from ..errors import (
+    DataCloneError,
+    HttpError,
+    InvalidIdError,
+    ObjectResetError,
+    WebSocketError,
+    error_text,
+)
 from ..runtime import Runtime, current_entry
 from ..sockets.bridge import WriteBatch, bridge
 from ..sockets.protocol import SEND_FRAME
@@ -215,7 +222,7 @@ class DoemuApp:
         except ObjectResetError as exc:
             raise HttpError(500, f"Durable Object reset: {exc.reason}") from None
         except (InvalidIdError, DataCloneError) as exc:
-            raise HttpError(400, str(exc)) from None
+            raise HttpError(400, error_text(exc)) from None
         except Exception as exc:
             _log.error("fetch() raised:\n%s", "".join(traceback.format_exception(exc)))
             raise HttpError(500, f"{type(exc).__name__}: {exc}") from None
@@ -269,7 +276,7 @@ class DoemuApp:
             client = end_of(socket)
             client.couple()
         except WebSocketError as exc:
-            await _refuse(scope, send, _json_response(500, {"error": str(exc)}))
+            await _refuse(scope, send, _json_response(500, {"error": error_text(exc)}))
             return
         accept: Message = {"type": "websocket.accept"}
         protocol = response.headers.get("sec-websocket-protocol")

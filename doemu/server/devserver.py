@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from ..config import DevVars, DoemuSettings, Loop, WorkerConfig, display_path, resolve_vars
-from ..errors import DoemuError
+from ..errors import DoemuError, error_text
 from .banner import (
     banner,
     browsable_url,
@@ -94,7 +94,7 @@ def load_worker(worker: WorkerConfig) -> LoadedWorker:
     try:
         loaded = loader.load_worker(worker)
     except DoemuError as exc:
-        _fail(str(exc))
+        _fail(error_text(exc))
     except Exception as exc:
         roots = [worker.base_dir]
         if worker.main_path is not None:
@@ -317,7 +317,10 @@ async def serve(
         try:
             dev_vars = resolve_vars(worker)
         except DoemuError as exc:
-            _fail(str(exc))
+            _fail(error_text(exc))
+    from ..compat.boundary import set_strict
+
+    set_strict(not settings.lenient)  # before the import: entropy at global scope is refused
     loaded = load_worker(worker)
     async with contextlib.AsyncExitStack() as cleanup:
         sock = cleanup.enter_context(sock or _listen(settings.host, settings.port))
@@ -335,6 +338,7 @@ async def serve(
                 limits=StorageLimits.production() if settings.limits == "production" else None,
                 resources=worker.resources,
                 entrypoints=find_entrypoints(loaded.module),
+                lenient=settings.lenient,
             )
         except (DoemuError, OSError) as exc:
             _fail(f"cannot start the runtime: {exc}")
@@ -411,7 +415,7 @@ def run_with_reload(
         "--durability", settings.durability,
         "--log-level", settings.log_level, "--limits", settings.limits, "--loop", settings.loop,
         "--idle-timeout", f"{settings.idle_timeout[0]}-{settings.idle_timeout[1]}",
-        "--clock", settings.clock,
+        "--clock", settings.clock, "--lenient" if settings.lenient else "--strict",
     ]  # fmt: skip
     if worker.env is not None:
         args += ["--env", worker.env]

@@ -76,8 +76,8 @@ class DurableObjectStorage:
 
     def getAlarm(
         self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> Resolved[float | None]:
-        """The alarm time in ms since the epoch, or None."""
+    ) -> Resolved[int | None]:
+        """The alarm time in whole ms since the epoch, or None."""
         return self._storage.getAlarm(options, **kwargs)
 
     def setAlarm(

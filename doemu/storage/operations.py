@@ -115,12 +115,14 @@ class AsyncKvMethods:
 
     def getAlarm(
         self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
-    ) -> Resolved[float | None]:
-        """The alarm time in ms since the epoch, or None."""
+    ) -> Resolved[int | None]:
+        """The alarm time in whole ms since the epoch (an ``int``, as workerd gives it: a
+        JavaScript Date's time value), or None."""
         try:
             self._guard("getAlarm")
             check_options("getAlarm", _ALARM_READ, options, kwargs)
-            return Resolved(self._alarms.get())
+            when = self._alarms.get()
+            return Resolved(None if when is None else int(when))
         except Exception as exc:
             return rejected(exc)
 

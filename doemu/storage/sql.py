@@ -19,6 +19,7 @@ import sqlite3
 from typing import Any
 
 from doemu.errors import SqlError, SqlNotAllowedError
+from doemu.jsboundary import is_strict
 from doemu.storage import messages
 from doemu.storage.connection import StorageConnection, internal_sql
 from doemu.storage.cursor import SqlCursor
@@ -117,7 +118,7 @@ def _binding(index: int, value: Any) -> Any:
         return bytes(value)
     # Subclasses such as IntEnum or StrEnum bind as their base type.
     if isinstance(value, int):
-        return int(value)
+        return _js_number(int(value)) if is_strict() else int(value)
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):
@@ -130,7 +131,49 @@ def _binding(index: int, value: Any) -> Any:
     )
 
 
+#: The largest integer a JavaScript number holds exactly; Pyodide turns larger ones into BigInts.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _js_number(value: int) -> float:
+    """A Python int as Pyodide hands it to workerd: a JavaScript number, which SQLite stores as
+    REAL (``typeof(?)`` is ``'real'``, ``? / 2`` divides exactly); beyond 2^53 - 1 it becomes a
+    BigInt, which workerd refuses."""
+    if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return float(value)
+    raise StorageTypeError(
+        "Cannot convert a BigInt value to a number (doemu: Python ints beyond 2**53 - 1 reach "
+        "workerd as BigInts; bind them as str)"
+    )
+
+
+def _js_values(_cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row as it reaches Python through JavaScript: a REAL holding an integer is a JS number
+    Pyodide gives as an ``int``; a BLOB is an ArrayBuffer Pyodide gives as a ``memoryview``."""
+    for value in row:
+        kind = type(value)
+        if (kind is float and value.is_integer()) or kind is bytes:
+            return tuple(
+                int(v)
+                if type(v) is float and v.is_integer()
+                else memoryview(v)
+                if type(v) is bytes
+                else v
+                for v in row
+            )
+    return row
+
+
 def _bindings(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    if is_strict():
+        return tuple(
+            _js_number(value)
+            if type(value) is int
+            else value
+            if type(value) in _PLAIN_BINDINGS
+            else _binding(i, value)
+            for i, value in enumerate(values, start=1)
+        )
     if all(type(value) in _PLAIN_BINDINGS for value in values):
         return values
     return tuple(
@@ -184,6 +227,8 @@ class SqlStorage:
                 raise self._error(exc) from None
             except OverflowError as exc:
                 raise SqlError(f"SQL binding out of range: {exc}") from None
+            if is_strict():
+                cursor.row_factory = _js_values
             buffered = None
             if cursor.description and "returning" in statements[-1].lower():
                 # A write with RETURNING stays "in progress" until drained, which would make

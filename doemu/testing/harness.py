@@ -81,8 +81,11 @@ class WorkerHarness:
         services: Mapping[str, str] | None = None,
         entry: type | None = None,
         entrypoints: Mapping[str, type] | None = None,
+        lenient: bool = False,
     ) -> None:
         self.persist_dir = Path(persist_dir)
+        #: Relax the JavaScript boundary's rules (``doemu dev --lenient``); strict by default.
+        self.lenient = lenient
         self.worker_name = worker_name
         self.clock = clock if clock is not None else ManualClock()
         self._bindings = {b: (class_names or {}).get(b, _class_name(c)) for b, c in classes.items()}
@@ -132,10 +135,12 @@ class WorkerHarness:
     def from_config(cls, config: Path | str, **kwargs: Any) -> WorkerHarness:
         """A harness for a whole project: its wrangler config, main module, bindings and vars."""
         from ..bindings import find_entrypoints
+        from ..compat.boundary import set_strict
         from ..config import load_config
         from ..loader import load_worker
 
         worker = load_config(config)
+        set_strict(not kwargs.get("lenient", False))  # the import obeys the rules too
         loaded = load_worker(worker)
         kwargs.setdefault("vars", worker.vars)
         kwargs.setdefault("resources", worker.resources)
@@ -167,6 +172,7 @@ class WorkerHarness:
             "durability": self.durability,
             "resources": self.resources,
             "entrypoints": self.entrypoints,
+            "lenient": self.lenient,
         }
         if self.chaos is None:
             return Runtime(**options)  # chaos off: exactly the runtime doemu dev runs

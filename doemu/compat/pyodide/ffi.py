@@ -5,21 +5,29 @@ In doemu every "JS" API is already Python, so the conversions are identities; se
 """
 
 from doemu.compat.jsproxy import (
+    JsArray,
     JsBuffer,
     JsException,
+    JsMap,
+    JsNull,
     JsProxy,
     create_once_callable,
     create_proxy,
     destroy_proxies,
+    jsnull,
     to_js,
 )
 
 __all__ = [
+    "JsArray",
     "JsBuffer",
     "JsException",
+    "JsMap",
+    "JsNull",
     "JsProxy",
     "create_once_callable",
     "create_proxy",
     "destroy_proxies",
+    "jsnull",
     "to_js",
 ]

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...errors import DoemuError, HttpError, ObjectResetError
+from ...errors import DoemuError, HttpError, ObjectResetError, error_text
 from .access import error_response
 
 __all__ = ["Handler", "endpoint", "error_for", "int_query", "json_body", "param", "sql_body"]
@@ -41,7 +41,7 @@ def error_for(exc: Exception) -> Response:
     if isinstance(exc, ObjectResetError):
         return error_response(409, f"the object was reset while the request ran: {exc.reason}")
     if isinstance(exc, DoemuError | sqlite3.Error):  # bad ids, bad SQL, storage misuse
-        return error_response(400, str(exc))
+        return error_response(400, error_text(exc))
     _log.error("admin route failed", exc_info=exc)
     return error_response(500, f"{type(exc).__name__}: {exc}")
 

@@ -1,9 +1,10 @@
 """Service bindings to this Worker's entrypoints, on Miniflare (workerd-Python) and on doemu:
-e2e/test_bindings_differential.py. Errors raised in the callee are left out: on Cloudflare they
-arrive as a JsException carrying the callee's traceback, in doemu with their type (README)."""
+e2e/test_bindings_differential.py. An error raised in the callee arrives as a JsException named
+PythonError carrying the callee's traceback: its name and last line are compared."""
 
 import json
 
+from pyodide.ffi import JsException
 from record import step
 from workers import Response, WorkerEntrypoint
 
@@ -29,6 +30,12 @@ class Named(WorkerEntrypoint):
 
     async def half(self):
         return 2.0
+
+    async def boom(self):
+        raise ValueError("bad thing")
+
+    async def pair(self):
+        return (1, 2)
 
     async def info(self):
         return {"a": [1, None], "b": {"c": "d"}, "n": None}
@@ -63,6 +70,11 @@ class Default(WorkerEntrypoint):
         await step(out, "info", lambda: svc.info())
         await step(out, "missing", lambda: svc.missing())
         await step(out, "echo_tuple", lambda: svc.echo((1, 2)))
+        for name, call in (("boom", svc.boom), ("pair", svc.pair)):
+            try:
+                await call()
+            except JsException as exc:  # the callee's traceback: its last line is the error
+                out[name] = [exc.name, exc.message.rstrip().splitlines()[-1]]
 
         async def self_fetch():
             response = await self.env.SELF.fetch("http://x/inner")

@@ -14,7 +14,7 @@ pass every ordinary test; only crashes show the difference, which is what
 
 import asyncio
 
-from agents import Agent, AgentOptions, FiberContext, FiberRecoveryContext
+from agents import Agent, AgentOptions, FiberContext, FiberRecoveryContext, wait_until
 
 PAGES = 6
 
@@ -50,9 +50,10 @@ class ForgetfulImporter(Agent):
                 self.sql("INSERT INTO pages (page, words) VALUES (?, ?)", page, words)
                 ctx.stash({"next_page": page + 1})
 
-        # run_fiber writes the fiber's row before it returns; waitUntil keeps the object in
-        # memory until the fiber ends.
-        self.ctx.waitUntil(self.run_fiber("import", body))
+        # run_fiber writes the fiber's row before it returns; wait_until keeps the object in
+        # memory until the fiber ends (a Durable Object's ctx.waitUntil needs a proxied task on
+        # Cloudflare: agents.wait_until hands it one).
+        wait_until(self.ctx, self.run_fiber("import", body))
 
 
 class NaiveImporter(ForgetfulImporter):

@@ -14,8 +14,14 @@ object called ``<name>``:
 
 from urllib.parse import parse_qs, urlparse
 
-from js import Date, WebSocketPair
+from js import Date, Object, WebSocketPair
+from pyodide.ffi import to_js
 from workers import DurableObject, Response
+
+
+def js_object(value):
+    """A plain JavaScript object, which is what JS APIs such as serializeAttachment clone."""
+    return to_js(value, dict_converter=Object.fromEntries)
 
 
 class Counter(DurableObject):
@@ -66,8 +72,9 @@ class Counter(DurableObject):
             if request.headers.get("upgrade") != "websocket":
                 return Response("expected a WebSocket upgrade", status=426)
             client, server = WebSocketPair.new().object_values()
-            self.ctx.acceptWebSocket(server, ["counter"])
-            server.serializeAttachment({"joined_at": Date.now(), "messages": 0})
+            # JavaScript wants an Array of tags and a clonable JS value: to_js makes them.
+            self.ctx.acceptWebSocket(server, to_js(["counter"]))
+            server.serializeAttachment(js_object({"joined_at": Date.now(), "messages": 0}))
             return Response(None, status=101, web_socket=client)
         return Response.json({"error": f"no action {action!r}"}, status=404)
 
@@ -82,9 +89,10 @@ class Counter(DurableObject):
         )
 
     async def webSocketMessage(self, ws, message):
-        state = ws.deserializeAttachment() or {"messages": 0}
+        attached = ws.deserializeAttachment()  # a JS object, or jsnull (falsy) if none
+        state = attached.to_py() if attached else {"messages": 0}
         state["messages"] += 1
-        ws.serializeAttachment(state)
+        ws.serializeAttachment(js_object(state))
         row = self.ctx.storage.sql.exec(
             "UPDATE counter SET value = value + 1 WHERE id = 1 RETURNING value"
         ).one()

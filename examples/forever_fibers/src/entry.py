@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlparse
 from js import Date
 from workers import Response, WorkerEntrypoint
 
-from agents import Agent, AgentOptions
+from agents import Agent, AgentOptions, wait_until
 
 STEPS = 8
 
@@ -51,7 +51,7 @@ class Researcher(Agent):
         self._set_meta("topic", topic)
         # run_fiber writes the fiber's row before it returns: even a crash right after this
         # answer leaves the job for recovery.
-        self.ctx.waitUntil(self.run_fiber("research", self._research(topic, [])))
+        wait_until(self.ctx, self.run_fiber("research", self._research(topic, [])))
         return {"started": True, "topic": topic}
 
     async def start_managed_research(self, topic):
@@ -128,8 +128,9 @@ class Researcher(Agent):
         # A managed fiber is now `interrupted`; the resumed run resolves it as `completed`.
         # The new fiber's row is written by this call, before the old row is retired.
         managed_id = ctx.id if ctx.managed else snapshot.get("managed_id")
-        self.ctx.waitUntil(
-            self.run_fiber("research", self._research(topic, completed, managed_id=managed_id))
+        wait_until(
+            self.ctx,
+            self.run_fiber("research", self._research(topic, completed, managed_id=managed_id)),
         )
 
     # -- small helpers ---------------------------------------------------------------------------
