@@ -155,6 +155,12 @@ async def test_run_now_from_the_harness(doemu_harness: HarnessFactory) -> None:
     assert (await h.run_scheduled("custom", scheduled_time=5))["cron"] == "custom"
 
 
+async def test_lenient_mode_passes_env_and_ctx(doemu_harness: HarnessFactory) -> None:
+    h = await _harness(doemu_harness, ["*/5 * * * *"], lenient=True)
+    await h.run_scheduled()
+    assert RUNS[-1]["env"] is h.env and RUNS[-1]["ctx"] is not None
+
+
 async def test_without_a_handler_nothing_is_scheduled(
     doemu_harness: HarnessFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
