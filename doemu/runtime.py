@@ -29,7 +29,7 @@ from .alarms import AlarmKey, AlarmService
 from .bindings import WorkerBindings
 from .clock import Clock, SystemClock
 from .compat import set_clock, set_env, set_output_gate, set_wait_until
-from .compat.boundary import set_strict
+from .compat.boundary import accept_promise, set_strict
 from .compat.outbound import close_clients
 from .config import Durability
 from .config.bindings import WorkerResources
@@ -268,7 +268,15 @@ class Runtime:
             current_entry.reset(token)
 
     def _wait_until(self, awaitable: Awaitable[Any]) -> None:
-        """``workers.waitUntil``: the current object's ``ctx.waitUntil``, else the request's."""
+        """``workers.waitUntil``: the current object's ``ctx.waitUntil``, else the request's.
+
+        Cloudflare's module-level ``waitUntil`` is the JavaScript one, unpatched: a coroutine or
+        a bare task fails there as in a Durable Object's ``ctx.waitUntil``, wherever it is
+        called (see :func:`~doemu.compat.boundary.accept_promise`)."""
+        promise = accept_promise(awaitable, "waitUntil")
+        if promise is None:
+            return
+        awaitable = promise
         host = current_host.get()
         if host is not None:
             host.wait_until(awaitable)

@@ -10,51 +10,15 @@ awaitables) and give ``JsDict`` back, so code written against them behaves the s
 from __future__ import annotations
 
 import datetime as _dt
-import inspect
 from typing import Any
+
+from ..jsboundary import JsDict, _refuse_for_rpc, check_rpc_value, from_rpc_result
 
 __all__ = ["JsDict", "check_rpc_value", "from_rpc_result", "python_from_rpc", "python_to_rpc"]
 
 
-class JsDict(dict[str, Any]):
-    """A JS object come back from RPC: a dict whose keys also read as attributes."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
 def _check(value: Any) -> None:
-    if isinstance(value, tuple | bytearray):
-        raise TypeError(f"{type(value)} cannot be sent over RPC.")
-    if inspect.isawaitable(value):
-        raise TypeError(f"Awaitable {type(value)} cannot be sent over RPC.")
-
-
-def check_rpc_value(value: Any) -> None:
-    """Refuse what the Python SDK refuses to send over RPC, anywhere inside ``value``: a
-    ``tuple``, a ``bytearray``, an awaitable, with the SDK's ``TypeError`` text."""
-    _check(value)
-    if isinstance(value, dict):
-        for item in value.values():
-            check_rpc_value(item)
-    elif isinstance(value, list | set | frozenset):
-        for item in value:
-            check_rpc_value(item)
-
-
-def from_rpc_result(value: Any) -> Any:
-    """A value received over RPC as the SDK gives it to Python: objects as :class:`JsDict`
-    (nested too), ArrayBuffers as ``memoryview``."""
-    if isinstance(value, bytes):
-        return memoryview(value)
-    if isinstance(value, dict):
-        return JsDict({str(k): from_rpc_result(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [from_rpc_result(item) for item in value]
-    return value
+    _refuse_for_rpc(value)
 
 
 def python_to_rpc(value: Any) -> Any:
