@@ -15,7 +15,8 @@
 # BENCH_LOAD_ARGS and BENCH_SHARED_ARGS (extra bench/load.py and shared load.py options, e.g.
 # '--rss-marks 200,1000' for a quick try; not for real numbers), BENCH_CHAT_ARGS (extra
 # bench/chatload.py options), BENCH_SERVER_ARGS (extra bench/serverload.py options), BENCH_PHASES
-# (abcdefghij: which phases run; i is the chat rows, j the agent-server rows, so
+# (abcdefghijk: which phases run; i is the chat rows, j the agent-server rows, k the bindings rows
+# (KV, D1, R2 beside Miniflare, bench/bindingsload.py), so
 # `BENCH_PHASES=i BENCH_MICRO_RUNS=0 BENCH_PROFILE=0 bash bench/run.sh` runs only the chat rows).
 # `bash bench/run.sh --summarize` only rewrites BENCHMARKS.md from bench/results/.
 set -euo pipefail
@@ -45,7 +46,7 @@ STARTUP_ALARMS="${BENCH_STARTUP_ALARMS:-10000}"
 PROFILE="${BENCH_PROFILE:-1}"
 CROSSCHECK="${BENCH_CROSSCHECK:-$RUNS}"
 EQUAL_IDLE="${BENCH_EQUAL_IDLE:-10}"
-RUN_PHASES="${BENCH_PHASES:-abcdefghij}"
+RUN_PHASES="${BENCH_PHASES:-abcdefghijk}"
 WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
 
@@ -82,6 +83,10 @@ fi
 # The chat peer: Cloudflare's AIChatAgent and the AI SDK (pinned), bundled for workerd.
 if [[ "$RUN_PHASES" == *i* ]]; then
   (cd bench/peer-chat && npm ci --no-audit --no-fund --loglevel=error >/dev/null && ./build.sh)
+fi
+# The bindings rows' peer: Miniflare (pinned), what wrangler dev runs.
+if [[ "$RUN_PHASES" == *k* ]]; then
+  (cd bench/peer-bindings && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
 # doemu derives its default live-object cap from the open-file limit: make the limit the same on
@@ -221,6 +226,12 @@ for i in $(seq 1 "$RUNS"); do
   done
 done
 if [ "$CROSSCHECK" -gt 0 ]; then "$BPY" bench/crosscheck.py compare --results "$RESULTS"; fi
+# Phase k: the bindings rows, doemu (both durability levels) and Miniflare interleaved run by run.
+if [[ "$RUN_PHASES" == *k* ]]; then
+  say "bindings rows (phase k)"
+  logged "$BPY" bench/bindingsload.py --results "$RESULTS" --work "$WORK" --runs "$RUNS" \
+    --duration "$DURATION" --warmup "$WARMUP"
+fi
 # The persist dirs go only now: deleting thousands of files is file-system work of its own, which
 # must not run right before another server's cold or create phase.
 rm -rf "$WORK"/state-* "$WORK"/cc-*

@@ -783,6 +783,9 @@ def render(results: Path, s: dict[str, Any]) -> str:
     w("")
     w(_chat(s))
     w(_server(s))
+    bindings = results / "bindings.md"  # phase k: bench/bindingsload.py writes its own section
+    if bindings.exists():
+        w(bindings.read_text())
     w(_equal(s, env))
     w("## doemu micro-benchmarks (medians)\n")
     w(

@@ -15,6 +15,7 @@ User code never sees these types: it sees ``env.BINDING`` (a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import random
@@ -25,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from .alarms import AlarmKey, AlarmService
+from .bindings import WorkerBindings
 from .clock import Clock, SystemClock
 from .compat import set_clock, set_env, set_output_gate, set_wait_until
 from .compat.boundary import accept_promise, set_strict
 from .compat.outbound import close_clients
 from .config import Durability
+from .config.bindings import WorkerResources
 from .errors import DoemuError
 from .events import EventBus
 from .jsboundary import is_strict
@@ -139,6 +142,8 @@ class Runtime:
         limits: StorageLimits | None = None,
         rng: random.Random | None = None,
         durability: Durability = "process",
+        resources: WorkerResources | None = None,
+        entrypoints: Mapping[str, type] | None = None,
         lenient: bool = False,
     ) -> None:
         self.worker_name = worker_name
@@ -186,7 +191,17 @@ class Runtime:
             self.bindings[binding] = ns
         self._by_unique_key = {ns.unique_key: ns for ns in self.namespaces.values()}
         self._stubs = {b: DurableObjectNamespace(ns) for b, ns in self.bindings.items()}
-        self._env = Env({**(vars or {}), **self._stubs})
+        #: KV, D1, R2, services, crons and assets (see doemu.bindings).
+        self.extra = WorkerBindings(
+            resources or WorkerResources(),
+            persist_dir=self.persist_dir,
+            clock=self._clock,
+            sync_pool=self.sync_pool,
+            host=self,
+            entrypoints=entrypoints,
+            worker_name=worker_name,
+        )
+        self._env = Env({**(vars or {}), **self._stubs, **self.extra.env_values()})
         self.started = False
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -282,8 +297,19 @@ class Runtime:
             self.release_alarms()
 
     def release_alarms(self) -> None:
-        """Arm the alarms :meth:`start` loaded (idempotent)."""
+        """Arm the alarms :meth:`start` loaded, and the cron triggers (idempotent)."""
         self.alarms.release()
+        self.extra.start()
+
+    @contextlib.contextmanager
+    def entry_scope(self, wait_until: Callable[[Awaitable[Any]], None]) -> Iterator[None]:
+        """While an entrypoint the runtime calls (a cron, a service) runs, ``workers.waitUntil``
+        goes to its ``ctx.waitUntil``."""
+        token = current_entry.set(wait_until)
+        try:
+            yield
+        finally:
+            current_entry.reset(token)
 
     def _wait_until(self, awaitable: Awaitable[Any]) -> None:
         """``workers.waitUntil``: the current object's ``ctx.waitUntil``, else the request's.
@@ -317,6 +343,7 @@ class Runtime:
         if self._closed:
             return
         self._closed = True  # from here on, ObjectHost.call refuses new events
+        self.extra.stop()
         running = [*self.alarms.stop(), *self._tasks]
         self.eviction.close()
         for task in running:
@@ -329,6 +356,7 @@ class Runtime:
                     host.reset("The runtime is shutting down.") if host.busy else host.evict_now()
         self.alarms.close()
         await asyncio.sleep(0)
+        self.extra.close()
         await asyncio.to_thread(self.files.close)  # deferred closes land; spares are removed
         if self.sync_pool is not None:
             await asyncio.to_thread(self.sync_pool.close)  # fsyncs in flight land

@@ -278,12 +278,20 @@ def _dev(
     help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept; "
     "an existing pyproject.toml and .gitignore get doemu's missing parts appended).",
 )
-def init(directory: Path, force: bool) -> None:
+@click.option(
+    "--with",
+    "with_",
+    default="",
+    metavar="kv,...",
+    help="Also bind these (comma-separated): kv, d1, r2.  [default: none]",
+)
+def init(directory: Path, force: bool, with_: str) -> None:
     """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
     from ..scaffold import write_project
 
+    chosen = [part.strip() for part in with_.split(",") if part.strip()]
     try:
-        result = write_project(directory, force=force)
+        result = write_project(directory, force=force, with_bindings=chosen)
     except DoemuError as exc:
         _fail(error_text(exc))
     shown = display_path(directory)
@@ -297,8 +305,9 @@ def init(directory: Path, force: bool) -> None:
             click.echo(f"    {path}{kept}: {line}")
     here = directory.resolve() == Path.cwd().resolve()
     cd = "" if here else f"  cd {shlex.quote(shown)}\n"
+    migrate = "  doemu d1 migrations apply DB   # the notes table\n" if "d1" in chosen else ""
     click.echo(
-        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}"
+        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}{migrate}"
         "  doemu dev     # serves it on http://127.0.0.1:8787; in another shell:\n"
         "  curl -X POST http://127.0.0.1:8787/counter/alice\n"
         "  pytest        # runs tests/ in-process\n"
@@ -322,4 +331,5 @@ def classes(config: Path | None, env_name: str | None) -> None:
 
 
 from . import control as _control  # noqa: E402, F401  (registers run-alarm, clock, kv, tail)
+from . import d1 as _d1  # noqa: E402, F401  (registers doemu d1)
 from . import inspect as _inspect  # noqa: E402, F401  (registers the inspection commands)

@@ -49,6 +49,7 @@ from ..sockets.protocol import SEND_FRAME
 from ..tracebacks import user_traceback
 from .admin import ADMIN_PREFIX, AdminApp
 from .errorpage import error_page, is_loopback, wants_html
+from .scheduled import SCHEDULED_PATHS, run_scheduled
 from .transfer import RequestBody, read_request_body, send_response
 
 __all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
@@ -146,6 +147,9 @@ class DoemuApp:
                 child["path"] = "/"
                 await self.admin(child, receive, send)
                 return
+            if path in SCHEDULED_PATHS:  # wrangler dev --test-scheduled's route, always on
+                await send_response(send, await run_scheduled(self.runtime, scope))
+                return
             if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
                 child = dict(scope)
                 child["root_path"] = scope.get("root_path", "") + ADMIN_PREFIX
@@ -179,7 +183,11 @@ class DoemuApp:
         try:
             body = await read_request_body(scope, receive, self.max_body)
             request = self._request(scope, body.data)
-            response = await self._dispatch(scope, request)
+            assets = self.runtime.extra.assets
+            if assets is not None and assets.first(request.method, request.url, request.headers):
+                response = await assets.respond(request)  # [assets]: before the Worker
+            else:
+                response = await self._dispatch(scope, request)
             if response._web_socket is not None:
                 _discard_server_end(response._web_socket)
                 response = _not_upgraded(request.headers)

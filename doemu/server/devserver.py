@@ -318,6 +318,7 @@ async def serve(
     """
     import uvicorn
 
+    from ..bindings import find_entrypoints
     from ..clock import ManualClock
     from ..runtime import ClassSpec, Runtime
     from ..storage import StorageLimits
@@ -347,6 +348,8 @@ async def serve(
                 idle_timeout=settings.idle_timeout,
                 max_live_objects=settings.max_live_objects,
                 limits=StorageLimits.production() if settings.limits == "production" else None,
+                resources=worker.resources,
+                entrypoints=find_entrypoints(loaded.module),
                 lenient=settings.lenient,
             )
         except (DoemuError, OSError) as exc:
