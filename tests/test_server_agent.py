@@ -9,6 +9,7 @@ in sibling objects with usage rolled up across them, hooks and custom endpoints.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -233,10 +234,8 @@ async def test_interrupt_is_observed_then_resume_continues(
     async def interrupt() -> tuple[int, Any]:
         return await s.call("/chat/int/interrupt", {"reason": "user"})
 
-    import asyncio
-
     pending = asyncio.ensure_future(interrupt())
-    await eventually(lambda: _flag(s), what="the durable interrupt flag")
+    await eventually(lambda: _flag(s, pending), what="the durable interrupt flag")
     llm.release()
     status, body = await pending
     assert status == 202 and body["observed"] is True
@@ -254,8 +253,10 @@ async def test_interrupt_is_observed_then_resume_continues(
     assert "run_interrupted" in kinds and "run_resumed" in kinds
 
 
-async def _flag(s: Session) -> bool:
-    return bool((await s.status())["interruptRequested"])
+async def _flag(s: Session, pending: asyncio.Future[Any]) -> bool:
+    """The interrupt was written (or already observed: a chunk still in flight when the model
+    was held can reach the loop first, which clears the flag and answers the request)."""
+    return pending.done() or bool((await s.status())["interruptRequested"])
 
 
 async def test_abort_stops_the_run_at_once(doemu_harness: HarnessFactory, llm: FakeLLM) -> None:
@@ -495,20 +496,26 @@ async def test_resume_retry_answers_again_and_branch_restarts_from_a_checkpoint(
     s = Session(h, "again")
     await s.start("question")
     await s.wait("completed")
+    for path, body in (("/resume", {"options": {"mode": "retry"}}), ("/retry", {})):
+        status, answer = await s.call(path, body)
+        assert status == 409 and answer["sessionStatus"] == "completed", answer  # it stands
+    llm.script(Reply(fail=(400, "the model refused")))
+    await s.start("question 2")
+    assert "refused" in (await s.wait("failed"))["error"]
     llm.script(Reply(ToolUse("lookup", {"q": "y"}, id="c2")))
     llm.script(Reply(Text("second answer")))
-    status, body = await s.call("/resume", {"options": {"mode": "retry"}})
+    status, body = await s.call("/retry", {})
     assert status == 200 and body["mode"] == "retry", body
     done = await s.wait("completed")
-    assert done["output"] == "second answer"  # answered again: the first answer is gone
+    assert done["output"] == "second answer"  # answered again: the failed attempt is gone
     _, page = await s.call("/messages")
-    assert [m["role"] for m in page["messages"]] == ["user", "assistant"]
+    assert [m["role"] for m in page["messages"]] == ["user", "assistant", "user", "assistant"]
     after_tool_step = done["checkpointId"].rsplit("-", 1)[0] + "-1"
     llm.script(Reply(Text("branched")))
     status, body = await s.call(
         "/resume", {"options": {"mode": "branch", "checkpointId": after_tool_step}}
     )
-    assert status == 200, body
+    assert status == 200, body  # a completed run is branched from a checkpoint it names
     assert (await s.wait("completed"))["output"] == "branched"
     _, page = await s.call("/messages")
     reply = page["messages"][-1]
@@ -522,3 +529,62 @@ async def test_resume_retry_answers_again_and_branch_restarts_from_a_checkpoint(
     assert LOOKUPS == [{"q": "y"}]
     status, body = await s.call("/resume", {"options": {"mode": "branch", "checkpointId": "nope"}})
     assert status == 404 and body["code"] == "CHECKPOINT_NOT_FOUND"
+
+
+async def test_a_finished_or_aborted_run_is_not_resumed_and_a_repeated_resume_is_idempotent(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    """Issue 33 (1, 2): /resume of an aborted or a completed run is a 409 naming the status,
+    with nothing changed; the same /resume twice after it succeeded is answered once."""
+    llm.script(Reply(Text("Done.")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "finished")
+    await s.start("go")
+    await s.wait("completed")
+    before = await s.history()
+    for mode in ("continue", "retry"):
+        status, body = await s.call("/resume", {"options": {"mode": mode}})
+        assert status == 409 and body["code"] == "NOT_RESUMABLE", body
+        assert body["sessionStatus"] == "completed"
+    assert await s.history() == before and (await s.status())["output"] == "Done."
+    assert len(llm.requests("chat")) == 1  # nothing billed again
+
+    llm.script(Reply(Text("a ", "b"), stall_after=1))
+    await s.start("go on")
+    await eventually(lambda: _has_delta_after(s, len(before)), what="the second run streaming")
+    assert (await s.call("/abort", {"reason": "stop"}))[0] == 200
+    await s.wait("failed")
+    after_abort = await s.history()
+    for path, body in (("/resume", {"options": {"mode": "continue"}}), ("/retry", {}),
+                       ("/resume", {})):  # fmt: skip
+        status, answer = await s.call(path, body)
+        assert status == 409 and answer["code"] == "RUN_ABORTED", answer
+        assert answer["sessionStatus"] == "failed"
+    assert await s.history() == after_abort and len(llm.requests("chat")) == 2
+
+    llm.script(Reply(Text("x ", "y ", "z"), hold_after=1))
+    await s.start("third")
+    await llm.await_held(timeout=10)
+    interrupting = asyncio.ensure_future(s.call("/chat/finished/interrupt", {"reason": "u"}))
+    await eventually(lambda: _flag(s, interrupting), what="the interrupt flag")
+    llm.release()
+    assert (await interrupting)[0] == 202
+    await s.wait("interrupted")
+    llm.script(Reply(Text("resumed")))
+    resume = {"agentType": "researcher", "options": {"mode": "continue"}}
+    status, first = await s.call("/resume", resume)
+    assert status == 200 and first["status"] == "resumed"
+    status, again = await s.call("/resume", resume)  # the answer was lost: sent again at once
+    assert status == 200 and again["duplicate"] is True
+    assert {k: v for k, v in again.items() if k != "duplicate"} == first
+    await s.wait("completed")
+    status, later = await s.call("/resume", resume)  # and again after the run finished
+    assert status == 200 and later["duplicate"] is True
+    kinds = [c["chunk"]["type"] for c in await s.history()]
+    assert kinds.count("run_resumed") == 1 and len(llm.requests("chat")) == 4
+    status, other = await s.call("/resume", {"options": {"mode": "continue"}})  # another body
+    assert status == 409 and other["sessionStatus"] == "completed"
+
+
+async def _has_delta_after(s: Session, n: int) -> bool:
+    return any(c["chunk"]["type"] == "text_delta" for c in (await s.history())[n:])

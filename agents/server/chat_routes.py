@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from workers import Response
 
 from .errors import RequestError
+from .outcomes import end_run
 from .requests import ResumeRequest, parse_start, parse_tool_result
 from .runs import resume_run, start_run, submit_tool_result
 
@@ -89,8 +90,8 @@ async def chat_action(
                 "paused",
             ):
                 server.stream.reopen()  # it holds the pause: the abort ends the run for good
-                server.stream.fail(f"aborted: {reason}")
-                server.sessions.update(status="failed", error=f"aborted: {reason}")
+                server.sessions.update(aborted=True)
+                end_run(server, error=f"aborted: {reason}")
                 return {"aborted": True, "status": "failed"}
             raise RequestError(409, "NOT_EXECUTING", "no run is executing to abort")
         return {"aborted": True, "reason": reason}

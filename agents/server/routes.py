@@ -21,9 +21,16 @@ from workers import Response
 from .chat_routes import chat_action, chat_entry
 from .errors import RequestError, StreamRangeError
 from .hooks import AbortResult, EndpointContext, call_hook
-from .requests import parse_resume, parse_start, query_int
+from .requests import parse_start, query_int
 from .rollup import usage_report
-from .runs import children_settled, messages_page, resume_run, snapshot_of, start_run, status_of
+from .runs import (
+    children_settled,
+    messages_page,
+    resume_request,
+    snapshot_of,
+    start_run,
+    status_of,
+)
 
 if TYPE_CHECKING:
     from .server import AgentServer
@@ -114,7 +121,7 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
             return await call_hook(server.hooks.transform_response, result, context)
         return result
     if name in ("resume", "retry"):
-        return await resume_run(server, parse_resume(await _body(request)), retry=name == "retry")
+        return await resume_request(server, await _body(request), retry=name == "retry")
     if name == "interrupt":
         body = await _body(request) or {}
         reason = (

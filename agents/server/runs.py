@@ -11,34 +11,43 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
+import json
 import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..chat.turn import TurnSpec, new_request_id
 from ..core.portable import wait_until
+from ..core.protocol import dumps
 from .calls import pending_client_calls
 from .errors import RequestError
 from .hooks import AbortResult, call_hook
-from .requests import ResumeRequest, StartRequest, ToolResultRequest
+from .outcomes import LAST_RESUME_KEY
+from .requests import ResumeRequest, StartRequest, ToolResultRequest, parse_resume
 
 if TYPE_CHECKING:
     from .server import AgentServer
 
-__all__ = ["resume_run", "start_run", "submit_tool_result"]
+__all__ = ["resume_request", "resume_run", "start_run", "submit_tool_result"]
 
 #: How long a /start waits for a run its before_start hook stopped.
 _SUPERSEDE_WAIT_S = 60.0
-_RESUMABLE = frozenset(
+#: Where a run stopped and may go on: ``/resume`` in every mode.
+_PAUSED = frozenset(
     {
         "interrupted",
         "paused",
-        "failed",
         "suspended_client_tool",
-        "completed",
         "suspended_awaiting_children",
+        "suspended_step_partial",
     }
 )
+#: What each mode accepts besides a paused run: a failed run is answered again (``retry``) or
+#: restarted from a checkpoint (``branch``); a completed one only branched — continuing a finished
+#: answer would rewrite it and bill again.
+_ALSO = {"continue": frozenset(), "retry": frozenset({"failed"}),
+         "branch": frozenset({"failed", "completed"})}  # fmt: skip
 
 
 def _conflict(message: str, code: str = "RUN_IN_PROGRESS", **details: Any) -> RequestError:
@@ -99,6 +108,7 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
             sessionStatus=server.session.status,
         )
     run_id = f"run_{secrets.token_hex(8)}"
+    server.ctx.storage.kv.delete(LAST_RESUME_KEY)
     server.stream.reopen()
     start_sequence = server.stream.latest_sequence + 1
     server.sessions.update(
@@ -106,12 +116,16 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
         agent_type=req.agent_type,
         run_id=run_id,
         status="active",
+        step_count=0,
+        checkpoint_id=None,
         output=None,
         error=None,
         user_id=req.user_id,
         tags=list(req.tags),
         metadata=dict(req.metadata or {}),
         interrupt_reason=None,
+        interrupt_context=None,
+        aborted=False,
         parent_session_id=req.parent_session_id,
         root_session_id=req.root_session_id or req.parent_session_id or req.session_id,
         run_start_sequence=start_sequence,
@@ -155,7 +169,8 @@ def _drop_run_output(server: AgentServer) -> None:
     server._chat_persist_and_broadcast(kept, (), delete_stale=True)  # the rest is deleted
 
 
-def _branch(server: AgentServer, checkpoint_id: str) -> None:
+def _branch(server: AgentServer, checkpoint_id: str) -> int:
+    """Cut the transcript back to ``checkpoint_id``; the step it was taken after."""
     found = server.sessions.find_checkpoint(checkpoint_id)
     if found is None:
         raise RequestError(
@@ -171,22 +186,51 @@ def _branch(server: AgentServer, checkpoint_id: str) -> None:
     if parts and later and later[0].get("role") == "assistant":
         kept.append({**later[0], "parts": list(later[0].get("parts") or [])[:parts]})
     server._chat_persist_and_broadcast(kept, (), delete_stale=True)  # the rest is deleted
+    return int(found["step"])
+
+
+async def resume_request(server: AgentServer, body: Any, *, retry: bool = False) -> Any:
+    """``/resume`` and ``/retry`` as requests: a repeat of the last accepted one (the same
+    route and body, with no stop since that made the run resumable again) is answered as the
+    first was, ``duplicate: true``, and changes nothing — a client that lost the answer may
+    safely send it again."""
+    fingerprint = hashlib.sha256(dumps({"retry": retry, "body": body}).encode()).hexdigest()
+    kv = server.ctx.storage.kv
+    stored = kv.get(LAST_RESUME_KEY)  # JSON text: a JS object would not read back as a dict
+    last = json.loads(stored) if isinstance(stored, str) else None
+    if isinstance(last, dict) and last.get("fingerprint") == fingerprint:
+        return {**last["answer"], "duplicate": True}
+    answer = await resume_run(server, parse_resume(body), retry=retry)
+    if isinstance(answer, dict):
+        kv.put(LAST_RESUME_KEY, dumps({"fingerprint": fingerprint, "answer": answer}))
+    return answer
 
 
 async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = False) -> Any:
-    """``/resume`` (``continue`` | ``retry`` | ``branch``) and ``/retry``."""
+    """``/resume`` (``continue`` | ``retry`` | ``branch``) and ``/retry``: state-checked (409
+    naming the status for a run that is not paused, or failed for ``retry`` / ``branch``, or
+    completed for ``branch``; an aborted run is never resumed), then continued in the
+    background."""
     record = server.session
     if server.is_executing:
         raise _conflict("the run is still executing; nothing to resume")
     if record.run_id is None:
         raise _conflict("this session has no run to resume", "NO_RUN")
-    if record.status not in _RESUMABLE:
+    mode = "retry" if retry else req.mode
+    if record.aborted:
         raise _conflict(
-            f"a run that is {record.status} cannot be resumed",
-            "NOT_RESUMABLE",
+            "the run was aborted — a hard stop, not resumable: start a new run instead",
+            "RUN_ABORTED",
+            status=record.status,
             sessionStatus=record.status,
         )
-    mode = "retry" if retry else req.mode
+    if record.status not in _PAUSED | _ALSO[mode]:
+        raise _conflict(
+            f"a run that is {record.status} cannot be resumed in mode {mode!r}",
+            "NOT_RESUMABLE",
+            status=record.status,
+            sessionStatus=record.status,
+        )
     hook_before = server.hooks.before_retry if retry else server.hooks.before_resume
     hook = await call_hook(
         hook_before,
@@ -196,12 +240,16 @@ async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = F
         return hook
     if mode == "retry":
         _drop_run_output(server)
+        server.sessions.update(step_count=0, checkpoint_id=None)
     elif mode == "branch":
-        _branch(server, req.checkpoint_id or "")
+        step = _branch(server, req.checkpoint_id or "")
+        server.sessions.update(step_count=step, checkpoint_id=req.checkpoint_id)
     if req.append_messages:
         server.persist_messages([*server.messages, *req.append_messages])
     server.stream.reopen()
-    server.sessions.update(status="active", error=None, output=None, interrupt_reason=None)
+    server.sessions.update(
+        status="active", error=None, output=None, interrupt_reason=None, interrupt_context=None
+    )
     server.stream.append(
         {"type": "run_resumed", "runId": record.run_id, "mode": mode, "agentId": record.session_id}
     )

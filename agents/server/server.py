@@ -27,11 +27,12 @@ from ..chat import AIChatAgent, ChatMessageOptions, ChatRecoveryConfig
 from ..core.connections import Connection, ConnectionContext
 from ..core.portable import wait_until
 from ..providers import Tool, model_reply
-from .calls import pending_client_calls, text_of
+from .calls import pending_client_calls
 from .definition import AgentDefinition, SubAgentTool
 from .errors import AgentServerError, StreamRangeError
-from .hooks import ExecutionState, LLMAdapterContext, LLMAdapterFactory, ServerHooks, call_hook
+from .hooks import ExecutionState, LLMAdapterContext, LLMAdapterFactory, ServerHooks
 from .mirror import stream_chunks
+from .outcomes import crashed, end_run, settle_run
 from .registry import AgentFactoryContext, AgentRegistry
 from .routes import dispatch
 from .session import SessionRecord, SessionStore
@@ -66,18 +67,8 @@ class AgentServer(AIChatAgent):
 
     def _recovery_exhausted(self, ctx: Any) -> None:
         """Bounded recovery gave up on the run: it failed (the reason says why)."""
-        error = f"recovery gave up: {getattr(ctx, 'reason', None) or 'exhausted'}"
-        self.sessions.update(status="failed", error=error)
         self.stream.reopen()
-        self.stream.append(
-            {
-                "type": "run_failed",
-                "error": error,
-                "runId": self.session.run_id,
-                "agentId": self.session.session_id,
-            }
-        )
-        self.stream.fail(error)
+        end_run(self, error=f"recovery gave up: {getattr(ctx, 'reason', None) or 'exhausted'}")
 
     def __init__(self, ctx: Any, env: Any) -> None:
         # Built first: on_start (run by the base class's activation) reads the session.
@@ -117,17 +108,7 @@ class AgentServer(AIChatAgent):
         record = self.sessions.get()
         recovering = self.auto_resume and self._chat_recovering()
         if record.status == "active" and not self.is_executing and not recovering:
-            reason = "the process running this session stopped"
-            self.sessions.update(status="interrupted", error=None)
-            self.stream.append(
-                {
-                    "type": "run_interrupted",
-                    "reason": reason,
-                    "runId": record.run_id,
-                    "agentId": record.session_id,
-                }
-            )
-            self.stream.pause({"type": "interrupted", "reason": reason})
+            crashed(self)
 
     # -- the run: a chat turn driven by the model loop ------------------------------------------
     async def definition(self) -> AgentDefinition:
@@ -235,93 +216,11 @@ class AgentServer(AIChatAgent):
 
     async def on_chat_response(self, result: Mapping[str, Any]) -> None:
         try:
-            await self._settle_run(result)
+            await settle_run(self, result)
         finally:
             self.run_settled.set()
 
-    async def _settle_run(self, result: Mapping[str, Any]) -> None:
-        """The run's turn ended: its status, its stream's end (or pause), the hooks."""
-        status = result.get("status")
-        if status in ("skipped", "recovering"):
-            return
-        record = self.session
-        base = {"runId": record.run_id, "agentId": record.session_id}
-        message = result.get("message")
-        outcome: str
-        if self._abort_reason is not None or status == "aborted":
-            error = f"aborted: {self._abort_reason or 'the run was cancelled'}"
-            self._abort_reason = None
-            self.sessions.update(status="failed", error=error)
-            self.stream.append({"type": "run_failed", "error": error, **base})
-            self.stream.fail(error)
-            outcome = "failed"
-        elif status == "error":
-            error = str(result.get("error") or "the run failed")
-            self.sessions.update(status="failed", error=error)
-            self.stream.append({"type": "run_failed", "error": error, **base})
-            self.stream.fail(error)
-            outcome = "failed"
-        elif self._interrupt_seen is not None:
-            reason, self._interrupt_seen = self._interrupt_seen, None
-            self.sessions.update(status="interrupted", interrupt_reason=None)
-            self.stream.append({"type": "run_interrupted", "reason": reason, **base})
-            self.stream.pause({"type": "interrupted", "reason": reason})
-            outcome = "interrupted"
-        elif pending := pending_client_calls(message):
-            self.sessions.update(status="suspended_client_tool")
-            self.stream.append(
-                {"type": "run_suspended", "reason": "client_tool", "toolCalls": pending, **base}
-            )
-            self.stream.pause(
-                {
-                    "type": "suspended",
-                    "reason": "client_tool",
-                    "sessionId": record.session_id,
-                    "toolCalls": pending,
-                }
-            )
-            return
-        elif waiting := [c.session_id for c in self.sessions.children() if c.status == "suspended"]:
-            self.sessions.update(status="suspended_awaiting_children")
-            self.stream.append(
-                {
-                    "type": "run_suspended",
-                    "reason": "awaiting_children",
-                    "children": waiting,
-                    **base,
-                }
-            )
-            self.stream.pause(
-                {
-                    "type": "suspended",
-                    "reason": "awaiting_children",
-                    "sessionId": record.session_id,
-                    "children": waiting,
-                }
-            )
-            return
-        else:
-            output = text_of(message)
-            self.sessions.update(status="completed", output=output, error=None)
-            self.stream.append({"type": "run_completed", "output": output, **base})
-            self.stream.finish(output)
-            outcome = "completed"
-        record = self.session
-        if record.parent_session_id:
-            wait_until(self.ctx, self._tell_parent(record.parent_session_id))
-        await call_hook(
-            self.hooks.on_complete,
-            {
-                "env": self.env,
-                "session_id": record.session_id,
-                "run_id": record.run_id,
-                "status": outcome,
-                "result": record.output,
-                "error": record.error,
-            },
-        )
-
-    async def _tell_parent(self, parent: str) -> None:
+    async def tell_parent(self, parent: str) -> None:
         """This child's run ended: a parent suspended on it goes on (``/children/settled``)."""
         try:
             namespace = self.sub_agent_namespace_of()

@@ -38,10 +38,14 @@ _COLUMNS = (
     "parent_session_id",
     "root_session_id",
     "run_start_sequence",
+    "aborted",
+    "interrupt_context",
     "created_at",
     "updated_at",
 )
-_JSON = frozenset({"output", "tags", "metadata"})
+_JSON = frozenset({"output", "tags", "metadata", "interrupt_context"})
+#: Columns added after the first release: added to an older table on activation.
+_ADDED = {"aborted": "INTEGER NOT NULL DEFAULT 0", "interrupt_context": "TEXT"}
 
 
 @dataclass
@@ -63,6 +67,11 @@ class SessionRecord:
     root_session_id: str | None = None
     #: The stream sequence the current run started at (a parent reads its child from there).
     run_start_sequence: int = 0
+    #: The run was stopped by an abort (a hard stop: neither resumed nor retried).
+    aborted: bool = False
+    #: Why and when the run was interrupted (``reason``, ``source``: request | crash,
+    #: ``runId``, ``stepCount``, ``interruptedAt``), while it is.
+    interrupt_context: dict[str, Any] | None = None
     created_at: int = 0
     updated_at: int = 0
 
@@ -77,6 +86,11 @@ class ChildRef:
     status: str
 
 
+def _bindable(value: Any) -> Any:
+    """A bool as the INTEGER SQLite stores (a JavaScript boolean does not bind on Cloudflare)."""
+    return int(value) if isinstance(value, bool) else value
+
+
 class SessionStore:
     """The session row and its side tables, over the agent's ``sql``."""
 
@@ -87,6 +101,7 @@ class SessionStore:
   step_count INTEGER NOT NULL DEFAULT 0, output TEXT, error TEXT, checkpoint_id TEXT,
   user_id TEXT, tags TEXT, metadata TEXT, interrupt_reason TEXT, parent_session_id TEXT,
   root_session_id TEXT, run_start_sequence INTEGER NOT NULL DEFAULT 0,
+  aborted INTEGER NOT NULL DEFAULT 0, interrupt_context TEXT,
   created_at INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL DEFAULT 0)""",
         """CREATE TABLE IF NOT EXISTS cf_server_checkpoints (
   id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL,
@@ -104,6 +119,10 @@ class SessionStore:
         self._now = now
         for statement in self.SCHEMA:
             self._sql(statement)
+        present = {str(r["name"]) for r in self._sql("PRAGMA table_info(cf_server_session)")}
+        for column, ddl in _ADDED.items():
+            if column not in present:
+                self._sql(f"ALTER TABLE cf_server_session ADD COLUMN {column} {ddl}")
 
     def get(self) -> SessionRecord:
         rows = self._sql(f"SELECT {', '.join(_COLUMNS)} FROM cf_server_session WHERE id = 1")
@@ -115,6 +134,7 @@ class SessionStore:
             values[key] = json.loads(raw) if raw is not None else None
         values["tags"] = values["tags"] or []
         values["metadata"] = values["metadata"] or {}
+        values["aborted"] = bool(values["aborted"])
         return SessionRecord(**values)
 
     def update(self, **fields: Any) -> SessionRecord:
@@ -128,7 +148,8 @@ class SessionStore:
         record.updated_at = now
         record.created_at = record.created_at or now
         values = [
-            json.dumps(getattr(record, c)) if c in _JSON else getattr(record, c) for c in _COLUMNS
+            json.dumps(getattr(record, c)) if c in _JSON else _bindable(getattr(record, c))
+            for c in _COLUMNS
         ]
         self._sql(
             f"INSERT OR REPLACE INTO cf_server_session (id, {', '.join(_COLUMNS)}) "
