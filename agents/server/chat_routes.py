@@ -20,7 +20,8 @@ from workers import Response
 from .errors import RequestError
 from .outcomes import end_run
 from .requests import ResumeRequest, parse_start, parse_tool_result
-from .runs import resume_run, start_run, submit_tool_result
+from .runs import resume_run, start_run
+from .toolresults import submit_tool_result
 
 if TYPE_CHECKING:
     from .server import AgentServer
@@ -81,7 +82,7 @@ async def chat_action(
     except ValueError as exc:
         raise RequestError(400, "BAD_JSON", f"the body is not JSON: {exc}") from None
     if action == "submit-tool-result":
-        return submit_tool_result(server, parse_tool_result(body))
+        return await submit_tool_result(server, parse_tool_result(body))
     reason = str(body.get("reason") or action) if isinstance(body, Mapping) else action
     if action == "abort":
         if not await server.abort_run(reason):

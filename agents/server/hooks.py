@@ -22,6 +22,7 @@ __all__ = [
     "LLMAdapterFactory",
     "ServerHooks",
     "call_hook",
+    "execution_status",
 ]
 
 
@@ -38,6 +39,15 @@ class LLMAdapterContext:
 
 
 LLMAdapterFactory = Callable[[Any, LLMAdapterContext], Any]
+
+
+def execution_status(session_status: str) -> str:
+    """The seed's ``ExecutionState.status`` for a session status."""
+    if session_status == "active":
+        return "running"
+    if session_status.startswith("suspended_"):
+        return "paused"
+    return session_status
 
 
 class ExecutionState:
@@ -60,7 +70,10 @@ class ExecutionState:
 
     @property
     def status(self) -> str:
-        return str(self._server.session.status)
+        """The seed's execution status: ``idle``, ``running``, ``paused`` (suspended at a
+        human-in-the-loop boundary), ``interrupted``, ``completed`` or ``failed``. ``/status``
+        keeps the finer session status (``active``, ``suspended_client_tool`` …)."""
+        return execution_status(self._server.session.status)
 
     async def interrupt(self, reason: str = "interrupted") -> None:
         """A soft stop: the run ends after its current step (resumable)."""

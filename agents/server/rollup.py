@@ -9,13 +9,12 @@ per model) and the operation ledger (tool calls: outcome and duration).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .subagents import session_object_name
+from .subagents import call_session
 
-__all__ = ["usage_report"]
+__all__ = ["entry_json", "usage_report"]
 
 
 def _tokens(prompt: int, completion: int) -> dict[str, int]:
@@ -47,20 +46,33 @@ def _duration(started: int | None, completed: int | None) -> int:
 
 
 async def _child_rollup(server: Any, session_id: str) -> Mapping[str, Any] | None:
-    namespace = server.sub_agent_namespace_of()
-    stub = namespace.get(namespace.idFromName(session_object_name(session_id)))
-    response = await stub.fetch("http://agent/usage?mode=rollup")
-    if response.status != 200:
-        return None
-    body: Mapping[str, Any] = json.loads(await response.text())
-    return body
+    status, body = await call_session(server, session_id, "/usage?mode=rollup")
+    return body if status == 200 and isinstance(body, Mapping) else None
+
+
+def entry_json(entry: Any) -> dict[str, Any]:
+    """A usage entry in the API's camelCase."""
+    return {
+        "id": entry.id,
+        "at": entry.at,
+        "kind": entry.kind,
+        "provider": entry.provider,
+        "model": entry.model,
+        "inputTokens": entry.input_tokens,
+        "outputTokens": entry.output_tokens,
+        "totalTokens": entry.total_tokens,
+        "cost": entry.cost,
+        "priced": entry.priced,
+        "turn": entry.turn,
+        "opId": entry.op_id,
+    }
 
 
 async def usage_report(server: Any, mode: str) -> dict[str, Any]:
     """``/usage`` (this session), ``?mode=rollup`` (with every descendant), ``?mode=entries``."""
     record = server.session
     if mode == "entries":
-        entries = [e.to_dict() for e in server.usage_entries(limit=100_000)]
+        entries = [entry_json(e) for e in server.usage_entries(limit=100_000)]
         return {"sessionId": record.session_id, "entries": entries}
     own = server.usage()
     children = server.sessions.children()

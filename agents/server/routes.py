@@ -23,14 +23,8 @@ from .errors import RequestError, StreamRangeError
 from .hooks import AbortResult, EndpointContext, call_hook
 from .requests import parse_start, query_int
 from .rollup import usage_report
-from .runs import (
-    children_settled,
-    messages_page,
-    resume_request,
-    snapshot_of,
-    start_run,
-    status_of,
-)
+from .runs import children_settled, resume_request, start_run
+from .views import messages_page, snapshot_of, status_of
 
 if TYPE_CHECKING:
     from .server import AgentServer
@@ -151,7 +145,7 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
         offset = query_int(params, "offset", 0, 0, 10**9)
         return messages_page(server, offset, query_int(params, "limit", 50, 1, 1000))
     if name == "snapshot":
-        return snapshot_of(server)
+        return await snapshot_of(server)
     mode = params.get("mode", "self")
     if mode not in ("self", "rollup", "entries"):
         raise RequestError(400, "BAD_REQUEST", f"mode must be rollup or entries, got {mode!r}")

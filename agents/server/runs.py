@@ -14,22 +14,18 @@ import copy
 import hashlib
 import json
 import secrets
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..chat.turn import TurnSpec, new_request_id
-from ..core.portable import wait_until
 from ..core.protocol import dumps
-from .calls import pending_client_calls
 from .errors import RequestError
 from .hooks import AbortResult, call_hook
 from .outcomes import LAST_RESUME_KEY
-from .requests import ResumeRequest, StartRequest, ToolResultRequest, parse_resume
+from .requests import ResumeRequest, StartRequest, parse_resume
 
 if TYPE_CHECKING:
     from .server import AgentServer
 
-__all__ = ["resume_request", "resume_run", "start_run", "submit_tool_result"]
+__all__ = ["children_settled", "new_run_id", "resume_request", "resume_run", "start_run"]
 
 #: How long a /start waits for a run its before_start hook stopped.
 _SUPERSEDE_WAIT_S = 60.0
@@ -50,16 +46,12 @@ _ALSO = {"continue": frozenset(), "retry": frozenset({"failed"}),
          "branch": frozenset({"failed", "completed"})}  # fmt: skip
 
 
+def new_run_id() -> str:
+    return f"run_{secrets.token_hex(8)}"
+
+
 def _conflict(message: str, code: str = "RUN_IN_PROGRESS", **details: Any) -> RequestError:
     return RequestError(409, code, message, **details)
-
-
-def _enqueue(server: AgentServer, *, continuation: bool) -> None:
-    if continuation:
-        wait_until(server.ctx, server.continue_last_turn())
-        return
-    spec = TurnSpec(new_request_id())
-    wait_until(server.ctx, server._chat_enqueue(spec))
 
 
 async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any:
@@ -107,7 +99,7 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
             "a run is in progress on this session: interrupt or abort it first",
             sessionStatus=server.session.status,
         )
-    run_id = f"run_{secrets.token_hex(8)}"
+    run_id = new_run_id()
     server.ctx.storage.kv.delete(LAST_RESUME_KEY)
     server.stream.reopen()
     start_sequence = server.stream.latest_sequence + 1
@@ -141,7 +133,7 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
         }
     )
     server.persist_messages(list(req.messages))
-    _enqueue(server, continuation=False)
+    server.start_turn(continuation=False)
     await call_hook(
         server.hooks.after_start,
         {
@@ -247,155 +239,42 @@ async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = F
     if req.append_messages:
         server.persist_messages([*server.messages, *req.append_messages])
     server.stream.reopen()
+    # The seed's model: a resume is a new execution (run) of the session, and its run_resumed
+    # chunk names the run it continues; a parent's run key follows it to the new run.
+    previous, run_id = record.run_id, new_run_id()
     server.sessions.update(
-        status="active", error=None, output=None, interrupt_reason=None, interrupt_context=None
+        run_id=run_id,
+        status="active",
+        error=None,
+        output=None,
+        interrupt_reason=None,
+        interrupt_context=None,
     )
+    server.sessions.rename_run(previous or "", run_id)
     server.stream.append(
-        {"type": "run_resumed", "runId": record.run_id, "mode": mode, "agentId": record.session_id}
+        {
+            "type": "run_resumed",
+            "runId": run_id,
+            "previousRunId": previous,
+            "mode": mode,
+            "agentId": record.session_id,
+        }
     )
     last = server.messages[-1] if server.messages else None
-    _enqueue(server, continuation=last is not None and last.get("role") == "assistant")
+    server.start_turn(continuation=last is not None and last.get("role") == "assistant")
     hook_after = server.hooks.after_retry if retry else server.hooks.after_resume
     await call_hook(
         hook_after,
-        {"env": server.env, "session_id": record.session_id, "run_id": record.run_id, "mode": mode},
+        {"env": server.env, "session_id": record.session_id, "run_id": run_id, "mode": mode},
     )
     return {
         "sessionId": record.session_id,
-        "streamId": record.run_id,
+        "streamId": run_id,
+        "runId": run_id,
+        "previousRunId": previous,
         "status": "resumed",
         "mode": mode,
         "startSequence": server.stream.latest_sequence,
-    }
-
-
-def submit_tool_result(server: AgentServer, req: ToolResultRequest) -> dict[str, Any]:
-    """A client tool's result, durably applied; the run continues by itself. Idempotent: a
-    result for a call already answered changes nothing."""
-    messages = server.messages
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        for part in message.get("parts") or ():
-            if part.get("toolCallId") != req.tool_call_id:
-                continue
-            if part.get("state") != "input-available" or req.tool_call_id not in (
-                pending_client_calls(message)
-            ):
-                return {
-                    "accepted": False,
-                    "reason": "already-completed",
-                    "status": server.session.status,
-                }
-            updated = copy.deepcopy(dict(message))
-            for target in updated["parts"]:
-                if target.get("toolCallId") == req.tool_call_id:
-                    _apply(target, req)
-            server.persist_messages([*messages[:index], updated, *messages[index + 1 :]])
-            if not pending_client_calls(updated) and not server.is_executing:
-                server.sessions.update(status="active")
-                server.stream.reopen()
-                server.stream.append(
-                    {
-                        "type": "tool_result",
-                        "toolCallId": req.tool_call_id,
-                        "result": req.result,
-                        "error": req.error,
-                        "agentId": server.session.session_id,
-                    }
-                )
-                _enqueue(server, continuation=True)
-            return {"accepted": True, "status": server.session.status}
-    streaming = server._chat_runner.streaming_message
-    if streaming is not None and any(
-        p.get("toolCallId") == req.tool_call_id for p in streaming.get("parts") or ()
-    ):
-        raise _conflict(
-            f"tool call {req.tool_call_id!r} belongs to the run still streaming: submit its "
-            "result once the run suspends for it",
-            "RUN_STILL_STREAMING",
-            toolCallId=req.tool_call_id,
-        )
-    raise RequestError(
-        404,
-        "UNKNOWN_TOOL_CALL",
-        f"no tool call {req.tool_call_id!r} is waiting for a result in this session",
-        toolCallId=req.tool_call_id,
-    )
-
-
-def _apply(part: dict[str, Any], req: ToolResultRequest) -> None:
-    if req.error is not None:
-        part["state"] = "output-error"
-        part["errorText"] = req.error
-    else:
-        part["state"] = "output-available"
-        part["output"] = req.result
-
-
-def status_of(server: AgentServer) -> dict[str, Any]:
-    record = server.session
-    return {
-        "sessionId": record.session_id,
-        "status": record.status,
-        "stepCount": record.step_count,
-        "output": record.output,
-        "error": record.error,
-        "checkpointId": record.checkpoint_id,
-        "isExecuting": server.is_executing,
-        "runId": record.run_id,
-        "agentType": record.agent_type,
-        "interruptRequested": record.interrupt_reason,
-    }
-
-
-def snapshot_of(server: AgentServer) -> dict[str, Any]:
-    """What a page needs on reload: the messages — with the answer still being written, as far
-    as ``streamSequence`` goes — so it renders them and reads on from ``streamSequence + 1``."""
-    record = server.session
-    status = {"active": "active", "completed": "ended", "failed": "failed"}.get(
-        record.status, "paused"
-    )
-    messages = server.messages
-    last = messages[-1] if messages else None
-    streaming = server._chat_runner.streaming_message
-    if streaming is not None:  # the answer being written counts in streamSequence: include it
-        partial = copy.deepcopy(dict(streaming))
-        messages = [m for m in messages if m.get("id") != partial.get("id")] + [partial]
-    snapshot: dict[str, Any] = {
-        "runId": record.run_id,
-        "messages": messages,
-        "state": None,
-        "streamSequence": server.stream.latest_sequence,
-        "status": status,
-        "sessionStatus": record.status,
-        "timestamp": int(server._core.now()),
-        "agentType": record.agent_type,
-        "version": 1,
-    }
-    if record.error:
-        snapshot["error"] = record.error
-    pending = pending_client_calls(last) if last and last.get("role") == "assistant" else {}
-    if pending:
-        snapshot["pendingClientToolCalls"] = pending
-    waiting = [c.session_id for c in server.sessions.children() if c.status == "suspended"]
-    if waiting:
-        snapshot["awaitingChildren"] = waiting
-    if record.root_session_id:
-        snapshot["rootSessionId"] = record.root_session_id
-    if record.parent_session_id:
-        snapshot["parentSessionId"] = record.parent_session_id
-    return snapshot
-
-
-def messages_page(server: AgentServer, offset: int, limit: int) -> Mapping[str, Any]:
-    messages = server.messages
-    page = messages[offset : offset + limit]
-    return {
-        "messages": page,
-        "total": len(messages),
-        "offset": offset,
-        "limit": limit,
-        "hasMore": offset + len(page) < len(messages),
     }
 
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 from ..chat import AIChatAgent, ChatMessageOptions, ChatRecoveryConfig
+from ..chat.turn import TurnSpec, new_request_id
 from ..core.connections import Connection, ConnectionContext
 from ..core.portable import wait_until
 from ..providers import Tool, model_reply
@@ -37,7 +38,7 @@ from .registry import AgentFactoryContext, AgentRegistry
 from .routes import dispatch
 from .session import SessionRecord, SessionStore
 from .streams import SessionStream
-from .subagents import session_object_name, sub_agent_as_tool
+from .subagents import call_session, sub_agent_as_tool
 
 __all__ = ["AgentServer", "pending_client_calls"]
 
@@ -111,6 +112,14 @@ class AgentServer(AIChatAgent):
             crashed(self)
 
     # -- the run: a chat turn driven by the model loop ------------------------------------------
+    def start_turn(self, *, continuation: bool) -> None:
+        """Run the session's next turn in the background (``ctx.waitUntil``): a new answer to
+        the last user message, or a ``continuation`` of the last assistant message."""
+        if continuation:
+            wait_until(self.ctx, self.continue_last_turn())
+        else:
+            wait_until(self.ctx, self._chat_enqueue(TurnSpec(new_request_id())))
+
     async def definition(self) -> AgentDefinition:
         record = self.session
         context = AgentFactoryContext(
@@ -203,12 +212,9 @@ class AgentServer(AIChatAgent):
         return True
 
     async def _abort_children(self, children: list[str], reason: str) -> None:
-        namespace = self.sub_agent_namespace_of()
         for child in children:
-            stub = namespace.get(namespace.idFromName(session_object_name(child)))
             try:
-                body = json.dumps({"reason": f"parent aborted: {reason}"})
-                await stub.fetch("http://agent/abort", method="POST", body=body)
+                await call_session(self, child, "/abort", {"reason": f"parent aborted: {reason}"})
             except Exception:
                 _log.warning(
                     "session %s: could not abort child %s", self.name, child, exc_info=True
@@ -223,10 +229,8 @@ class AgentServer(AIChatAgent):
     async def tell_parent(self, parent: str) -> None:
         """This child's run ended: a parent suspended on it goes on (``/children/settled``)."""
         try:
-            namespace = self.sub_agent_namespace_of()
-            stub = namespace.get(namespace.idFromName(session_object_name(parent)))
-            body = json.dumps({"childSessionId": self.session.session_id})
-            await stub.fetch("http://agent/children/settled", method="POST", body=body)
+            body = {"childSessionId": self.session.session_id}
+            await call_session(self, parent, "/children/settled", body)
         except Exception:
             _log.warning(
                 "session %s: could not tell parent %s its run ended",

@@ -111,6 +111,8 @@ class SessionStore:
   mode TEXT NOT NULL, name TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL)""",
         """CREATE TABLE IF NOT EXISTS cf_server_run_keys (
   key TEXT PRIMARY KEY, run_id TEXT NOT NULL, start_sequence INTEGER NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS cf_server_client_results (
+  tool_call_id TEXT PRIMARY KEY, owner_session_id TEXT NOT NULL, completed_at INTEGER NOT NULL)""",
     )
 
     def __init__(self, sql: Any, now: Callable[[], float]) -> None:
@@ -201,10 +203,29 @@ class SessionStore:
         )
         return [ChildRef(**dict(r)) for r in rows]
 
+    # -- client tool results ----------------------------------------------------------------------
+    def record_client_result(self, tool_call_id: str, owner_session_id: str) -> None:
+        """A client tool call was answered (here, or forwarded to ``owner_session_id``)."""
+        self._sql(
+            "INSERT OR IGNORE INTO cf_server_client_results VALUES (?, ?, ?)",
+            tool_call_id,
+            owner_session_id,
+            int(self._now()),
+        )
+
+    def completed_client_calls(self) -> dict[str, int]:
+        """The seed's ``completedClientToolCalls``: tool call id -> when it was answered (ms)."""
+        rows = self._sql("SELECT tool_call_id, completed_at FROM cf_server_client_results")
+        return {str(r["tool_call_id"]): int(r["completed_at"]) for r in rows}
+
     # -- run keys -------------------------------------------------------------------------------
     def run_for_key(self, key: str) -> tuple[str, int] | None:
         rows = self._sql("SELECT run_id, start_sequence FROM cf_server_run_keys WHERE key = ?", key)
         return (str(rows[0]["run_id"]), int(rows[0]["start_sequence"])) if rows else None
+
+    def rename_run(self, previous: str, run_id: str) -> None:
+        """A resumed run goes on as ``run_id``: a parent's key for ``previous`` now names it."""
+        self._sql("UPDATE cf_server_run_keys SET run_id = ? WHERE run_id = ?", run_id, previous)
 
     def remember_key(self, key: str, run_id: str, start_sequence: int) -> None:
         self._sql(

@@ -31,7 +31,13 @@ from .definition import SubAgentTool
 from .errors import AgentServerError
 from .session import ChildRef
 
-__all__ = ["SubAgentError", "session_object_name", "sub_agent_as_tool"]
+__all__ = [
+    "SubAgentError",
+    "call_session",
+    "session_object_name",
+    "session_stub",
+    "sub_agent_as_tool",
+]
 
 
 class SubAgentError(AgentServerError):
@@ -41,6 +47,35 @@ class SubAgentError(AgentServerError):
 def session_object_name(session_id: str) -> str:
     """The object name that hosts session ``session_id`` (``idFromName`` of it)."""
     return f"session:{session_id}"
+
+
+def session_stub(server: Any, session_id: str) -> Any:
+    """The stub of the object hosting ``session_id`` in the server's sub-agent namespace."""
+    namespace = server.sub_agent_namespace_of()
+    return namespace.get(namespace.idFromName(session_object_name(session_id)))
+
+
+async def call_session(
+    server: Any, session_id: str, path: str, body: Any = None
+) -> tuple[int, Any]:
+    """``path`` on session ``session_id``'s object (POST with a JSON ``body``, else GET): its
+    status and JSON answer (``{}`` when the answer is not JSON)."""
+    stub = session_stub(server, session_id)
+    if body is None:
+        response = await stub.fetch(f"http://agent{path}")
+    else:
+        response = await stub.fetch(
+            f"http://agent{path}",
+            method="POST",
+            body=json.dumps(body),
+            headers={"content-type": "application/json"},
+        )
+    text = await response.text()
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = {}
+    return int(response.status), answer
 
 
 def _child_session(server: Any, tool: SubAgentTool, call_id: str) -> str:
