@@ -139,7 +139,7 @@ async def test_a_run_end_to_end(doemu_harness: HarnessFactory, llm: FakeLLM) -> 
     assert usage["tokens"]["prompt"] == stats.billed_input_tokens
     assert usage["tokens"]["completion"] == stats.billed_output_tokens
     assert usage["toolStats"]["byTool"]["lookup"]["successfulCalls"] == 1
-    assert COMPLETED and COMPLETED[-1]["status"] == "completed"
+    assert COMPLETED and COMPLETED[-1].status == "completed"
     _, health = await s.call("/health")
     assert health == {"status": "healthy", "isExecuting": False}
 
@@ -327,7 +327,7 @@ async def test_hooks_can_refuse_and_transform(doemu_harness: HarnessFactory, llm
     from workers import Response
 
     def before_start(ctx: Any) -> Any:
-        if ctx["body"].user_id is None:
+        if ctx.body.get("userId") is None:
             return {
                 "abort": True,
                 "response": Response(json.dumps({"error": "user id required"}), status=401),
@@ -446,8 +446,8 @@ async def test_last_message_wins_when_before_start_aborts_the_run_in_progress(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
     async def last_wins(ctx: Any) -> None:
-        if ctx["execution_state"].is_executing:
-            await ctx["execution_state"].abort("superseded")
+        if ctx.execution_state.is_executing:
+            await ctx.execution_state.abort("superseded")
 
     Superseding = create_agent_server(
         agents=registry(),

@@ -11,6 +11,20 @@ usage rolls up across them. The errors the package raises on purpose derive from
 
 from __future__ import annotations
 
+from .chat_routes import ChatHandler as ChatHandler
+from .chat_routes import session_chat_handler as session_chat_handler
+from .contexts import AfterResumeContext as AfterResumeContext
+from .contexts import AfterRetryContext as AfterRetryContext
+from .contexts import AfterStartContext as AfterStartContext
+from .contexts import BeforeResumeContext as BeforeResumeContext
+from .contexts import BeforeRetryContext as BeforeRetryContext
+from .contexts import BeforeStartContext as BeforeStartContext
+from .contexts import ChatContext as ChatContext
+from .contexts import CompleteContext as CompleteContext
+from .contexts import EndpointContext as EndpointContext
+from .contexts import Logger as Logger
+from .contexts import ServerToolContext as ServerToolContext
+from .contexts import TransformResponseContext as TransformResponseContext
 from .definition import AgentDefinition as AgentDefinition
 from .definition import SubAgentTool as SubAgentTool
 from .definition import define_agent as define_agent
@@ -23,36 +37,56 @@ from .errors import StreamPayloadError as StreamPayloadError
 from .errors import StreamRangeError as StreamRangeError
 from .factory import create_agent_server as create_agent_server
 from .hooks import AbortResult as AbortResult
-from .hooks import EndpointContext as EndpointContext
 from .hooks import ExecutionState as ExecutionState
 from .hooks import LLMAdapterContext as LLMAdapterContext
 from .hooks import ServerHooks as ServerHooks
+from .metrics import MetricError as MetricError
 from .registry import AgentFactoryContext as AgentFactoryContext
 from .registry import AgentRegistry as AgentRegistry
+from .rollup import DOUsageStore as DOUsageStore
+from .rollup import UsageStore as UsageStore
+from .rollup import UsageStoreContext as UsageStoreContext
 from .server import AgentServer as AgentServer
 from .streams import SessionStream as SessionStream
 from .subagents import session_object_name as session_object_name
 
 __all__ = [
     "AbortResult",
+    "AfterResumeContext",
+    "AfterRetryContext",
+    "AfterStartContext",
     "AgentDefinition",
     "AgentFactoryContext",
     "AgentNotFoundError",
     "AgentRegistry",
     "AgentServer",
     "AgentServerError",
+    "BeforeResumeContext",
+    "BeforeRetryContext",
+    "BeforeStartContext",
+    "ChatContext",
+    "ChatHandler",
+    "CompleteContext",
+    "DOUsageStore",
     "EndpointContext",
     "ExecutionState",
     "LLMAdapterContext",
+    "Logger",
+    "MetricError",
     "RequestError",
     "ServerHooks",
+    "ServerToolContext",
     "SessionStream",
     "StreamClosedError",
     "StreamPayloadError",
     "StreamRangeError",
     "SubAgentTool",
+    "TransformResponseContext",
+    "UsageStore",
+    "UsageStoreContext",
     "create_agent_server",
     "define_agent",
+    "session_chat_handler",
     "session_object_name",
     "sub_agent_tool",
 ]

@@ -11,11 +11,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .contexts import EndpointContext
 
 __all__ = [
     "AbortResult",
-    "EndpointContext",
     "EndpointHandler",
     "ExecutionState",
     "LLMAdapterContext",
@@ -84,18 +86,23 @@ class ExecutionState:
         await self._server.abort_run(reason)
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointContext:
-    env: Any
-    execution_state: ExecutionState
-    server: Any
-
-
-EndpointHandler = Callable[[Any, EndpointContext], Awaitable[Any]]
+EndpointHandler = Callable[[Any, "EndpointContext"], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
 class ServerHooks:
+    """The seed's ``ServerHooks``, each optional, sync or async, given one typed context
+    (:mod:`.contexts`):
+
+    * ``before_start(BeforeStartContext)`` / ``before_resume(BeforeResumeContext)`` /
+      ``before_retry(BeforeRetryContext)`` — may refuse with an :class:`AbortResult`;
+    * ``after_start(AfterStartContext)`` / ``after_resume(AfterResumeContext)`` /
+      ``after_retry(AfterRetryContext)`` — the run is running;
+    * ``on_complete(CompleteContext)`` — the run ended (completed, failed or interrupted);
+    * ``transform_request(raw_body, env)`` → the seed's start body;
+      ``transform_response(answer, TransformResponseContext)`` → what ``/start`` answers.
+    """
+
     before_start: Callable[..., Any] | None = None
     after_start: Callable[..., Any] | None = None
     before_resume: Callable[..., Any] | None = None

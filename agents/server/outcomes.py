@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.portable import wait_until
 from .calls import pending_client_calls, text_of
+from .contexts import CompleteContext
 from .hooks import call_hook
 
 if TYPE_CHECKING:
@@ -131,12 +132,15 @@ async def settle_run(server: AgentServer, result: Mapping[str, Any]) -> None:
         wait_until(server.ctx, server.tell_parent(record.parent_session_id))
     await call_hook(
         server.hooks.on_complete,
-        {
-            "env": server.env,
-            "session_id": record.session_id,
-            "run_id": record.run_id,
-            "status": outcome,
-            "result": record.output,
-            "error": record.error,
-        },
+        CompleteContext(
+            env=server.env,
+            session_id=record.session_id or server.name,
+            run_id=record.run_id or "",
+            agent_type=record.agent_type or "",
+            status=outcome,
+            result=record.output,
+            error=record.error,
+            logger=server.log,
+            record_metric=server.metric_recorder(f"{record.run_id}:on_complete"),
+        ),
     )

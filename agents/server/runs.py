@@ -14,9 +14,11 @@ import copy
 import hashlib
 import json
 import secrets
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.protocol import dumps
+from .contexts import AfterResumeContext, AfterStartContext, BeforeResumeContext, BeforeStartContext
 from .errors import RequestError
 from .hooks import AbortResult, call_hook
 from .outcomes import LAST_RESUME_KEY
@@ -54,7 +56,9 @@ def _conflict(message: str, code: str = "RUN_IN_PROGRESS", **details: Any) -> Re
     return RequestError(409, code, message, **details)
 
 
-async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any:
+async def start_run(
+    server: AgentServer, req: StartRequest, request: Any = None, body: Any = None
+) -> Any:
     """``/start``: a new run of ``req.agent_type`` on this session (or, for a key seen
     before, the run it started)."""
     record = server.session
@@ -78,12 +82,14 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
         server.registry.get(req.agent_type)  # raises AgentNotFoundError with the known types
     hook = await call_hook(
         server.hooks.before_start,
-        {
-            "env": server.env,
-            "request": request,
-            "body": req,
-            "execution_state": server.execution_state,
-        },
+        BeforeStartContext(
+            env=server.env,
+            request=request,
+            body=body if isinstance(body, Mapping) else {},
+            start=req,
+            execution_state=server.execution_state,
+            logger=server.log,
+        ),
     )
     if isinstance(hook, AbortResult):
         return hook
@@ -136,12 +142,15 @@ async def start_run(server: AgentServer, req: StartRequest, request: Any) -> Any
     server.start_turn(continuation=False)
     await call_hook(
         server.hooks.after_start,
-        {
-            "env": server.env,
-            "session_id": req.session_id,
-            "run_id": run_id,
-            "agent_type": req.agent_type,
-        },
+        AfterStartContext(
+            env=server.env,
+            session_id=req.session_id,
+            run_id=run_id,
+            agent_type=req.agent_type,
+            execution_state=server.execution_state,
+            logger=server.log,
+            record_metric=server.metric_recorder(f"{run_id}:after_start"),
+        ),
     )
     return {
         "sessionId": req.session_id,
@@ -181,7 +190,9 @@ def _branch(server: AgentServer, checkpoint_id: str) -> int:
     return int(found["step"])
 
 
-async def resume_request(server: AgentServer, body: Any, *, retry: bool = False) -> Any:
+async def resume_request(
+    server: AgentServer, body: Any, *, retry: bool = False, request: Any = None
+) -> Any:
     """``/resume`` and ``/retry`` as requests: a repeat of the last accepted one (the same
     route and body, with no stop since that made the run resumable again) is answered as the
     first was, ``duplicate: true``, and changes nothing — a client that lost the answer may
@@ -192,13 +203,20 @@ async def resume_request(server: AgentServer, body: Any, *, retry: bool = False)
     last = json.loads(stored) if isinstance(stored, str) else None
     if isinstance(last, dict) and last.get("fingerprint") == fingerprint:
         return {**last["answer"], "duplicate": True}
-    answer = await resume_run(server, parse_resume(body), retry=retry)
+    answer = await resume_run(server, parse_resume(body), retry=retry, request=request, body=body)
     if isinstance(answer, dict):
         kv.put(LAST_RESUME_KEY, dumps({"fingerprint": fingerprint, "answer": answer}))
     return answer
 
 
-async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = False) -> Any:
+async def resume_run(
+    server: AgentServer,
+    req: ResumeRequest,
+    *,
+    retry: bool = False,
+    request: Any = None,
+    body: Any = None,
+) -> Any:
     """``/resume`` (``continue`` | ``retry`` | ``branch``) and ``/retry``: state-checked (409
     naming the status for a run that is not paused, or failed for ``retry`` / ``branch``, or
     completed for ``branch``; an aborted run is never resumed), then continued in the
@@ -226,7 +244,15 @@ async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = F
     hook_before = server.hooks.before_retry if retry else server.hooks.before_resume
     hook = await call_hook(
         hook_before,
-        {"env": server.env, "body": req, "mode": mode, "execution_state": server.execution_state},
+        BeforeResumeContext(
+            env=server.env,
+            request=request,
+            body=body if isinstance(body, Mapping) else {},
+            resume=req,
+            mode=mode,
+            execution_state=server.execution_state,
+            logger=server.log,
+        ),
     )
     if isinstance(hook, AbortResult):
         return hook
@@ -265,7 +291,17 @@ async def resume_run(server: AgentServer, req: ResumeRequest, *, retry: bool = F
     hook_after = server.hooks.after_retry if retry else server.hooks.after_resume
     await call_hook(
         hook_after,
-        {"env": server.env, "session_id": record.session_id, "run_id": run_id, "mode": mode},
+        AfterResumeContext(
+            env=server.env,
+            session_id=record.session_id or server.name,
+            run_id=run_id,
+            previous_run_id=previous,
+            agent_type=record.agent_type or "",
+            mode=mode,
+            execution_state=server.execution_state,
+            logger=server.log,
+            record_metric=server.metric_recorder(f"{run_id}:after_{mode}"),
+        ),
     )
     return {
         "sessionId": record.session_id,

@@ -17,8 +17,9 @@ The HTTP surface is :mod:`.routes`; runs are started, resumed, interrupted and a
 from __future__ import annotations
 
 import asyncio
+import inspect
+import itertools
 import json
-import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
@@ -27,22 +28,24 @@ from ..chat import AIChatAgent, ChatMessageOptions, ChatRecoveryConfig
 from ..chat.turn import TurnSpec, new_request_id
 from ..core.connections import Connection, ConnectionContext
 from ..core.portable import wait_until
-from ..providers import Tool, model_reply
+from ..providers import model_reply
 from .calls import pending_client_calls
-from .definition import AgentDefinition, SubAgentTool
+from .contexts import as_logger
+from .definition import AgentDefinition
 from .errors import AgentServerError, StreamRangeError
 from .hooks import ExecutionState, LLMAdapterContext, LLMAdapterFactory, ServerHooks
+from .metrics import MetricStore
 from .mirror import stream_chunks
 from .outcomes import crashed, end_run, settle_run
 from .registry import AgentFactoryContext, AgentRegistry
+from .rollup import DOUsageStore, UsageStore, UsageStoreContext, entry_json
 from .routes import dispatch
+from .servedtools import served_tools
 from .session import SessionRecord, SessionStore
 from .streams import SessionStream
-from .subagents import call_session, sub_agent_as_tool
+from .subagents import call_session
 
 __all__ = ["AgentServer", "pending_client_calls"]
-
-_log = logging.getLogger("agents.server")
 
 
 class AgentServer(AIChatAgent):
@@ -59,6 +62,15 @@ class AgentServer(AIChatAgent):
     auto_resume: ClassVar[bool] = False
     interrupt_observation_deadline_ms: ClassVar[int] = 5_000
     heartbeat_ms: ClassVar[int] = 30_000
+    #: The seed's ``usageStore``: ``(env, UsageStoreContext) -> UsageStore``; None: the object's
+    #: own tables (:class:`~.rollup.DOUsageStore`).
+    usage_store_factory: ClassVar[Callable[[Any, Any], Any] | None] = None
+    #: The seed's ``chatHandler``: ``(request, ChatContext) -> Response`` for the v7 chat
+    #: routes; None: :func:`~.chat_routes.session_chat_handler`.
+    chat_handler: ClassVar[Callable[..., Any] | None] = None
+    #: The seed's ``logger`` option: None (the ``agents.server`` logging logger), a
+    #: :class:`logging.Logger`, or any object with ``debug/info/warn/error``.
+    logger: ClassVar[Any] = None
 
     @property
     def chat_recovery(self) -> Any:  # type: ignore[override]  # a class option made per class
@@ -74,6 +86,9 @@ class AgentServer(AIChatAgent):
     def __init__(self, ctx: Any, env: Any) -> None:
         # Built first: on_start (run by the base class's activation) reads the session.
         self.sessions = SessionStore(ctx.storage.sql, lambda: self._core.now())
+        self.metrics = MetricStore(ctx.storage.sql, lambda: self._core.now())
+        self.log = as_logger(type(self).logger)
+        self._usage_store: UsageStore | None = None
         super().__init__(ctx, env)
         # The session stream mirrors what storage holds: every chunk is stored at once.
         self._chat_streams.buffer_size = 1  # type: ignore[misc]
@@ -91,6 +106,19 @@ class AgentServer(AIChatAgent):
     @property
     def session(self) -> SessionRecord:
         return self.sessions.get()
+
+    @property
+    def usage_store(self) -> UsageStore:
+        """The session's usage store: the ``usage_store`` option's, else :class:`DOUsageStore`."""
+        if self._usage_store is None:
+            factory: Any = getattr(type(self), "usage_store_factory", None)
+            if factory is None:
+                self._usage_store = DOUsageStore(self)
+            else:
+                record = self.session
+                context = UsageStoreContext(record.session_id or self.name, record.agent_type)
+                self._usage_store = factory(self.env, context)
+        return self._usage_store
 
     @property
     def is_executing(self) -> bool:
@@ -137,10 +165,7 @@ class AgentServer(AIChatAgent):
         )
         factory: Any = getattr(type(self), "llm_adapter")  # noqa: B009 (a staticmethod)
         provider = factory(self.env, context)
-        tools: list[Tool] = [
-            sub_agent_as_tool(self, t) if isinstance(t, SubAgentTool) else t
-            for t in definition.tools
-        ]
+        tools = served_tools(self, definition)
         source = model_reply(
             self,
             options,
@@ -172,6 +197,41 @@ class AgentServer(AIChatAgent):
             record.run_id or "", record.step_count + 1, len(self.messages), parts
         )
         self.sessions.update(step_count=record.step_count + 1, checkpoint_id=checkpoint)
+
+    def record_metric(self, kind: str, name: str, value: float, *, key: str | None = None) -> None:
+        """Add a custom usage metric (``/usage``'s ``custom[kind][name]``) to this session;
+        a ``key`` seen before replaces its row (a repeat is not counted twice)."""
+        key = self.metrics.record(kind, name, value, run_id=self.session.run_id, key=key)
+        self.usage_event({"kind": "custom", "type": kind, "name": name, "value": value,
+                          "key": key, "at": int(self._core.now())})  # fmt: skip
+
+    def record_usage(self, **fields: Any) -> Any:
+        """Tokens recorded by the model loop: in the object's table, and handed to a custom
+        ``usage_store`` as a ``tokens`` entry."""
+        entry = super().record_usage(**fields)
+        self.usage_event(entry_json(entry))
+        return entry
+
+    def usage_event(self, entry: Mapping[str, Any]) -> None:
+        """An entry for a custom ``usage_store`` (``record_entry``, in the background when it is
+        async). The default store reads the object's own tables: nothing to hand it."""
+        if getattr(type(self), "usage_store_factory", None) is None:
+            return
+        record = self.session
+        full = {"sessionId": record.session_id, "runId": record.run_id, **entry}
+        result = self.usage_store.record_entry(full)
+        if inspect.isawaitable(result):
+            wait_until(self.ctx, result)
+
+    def metric_recorder(self, scope: str) -> Callable[[str, str, float], None]:
+        """``record_metric`` for a hook's context: keyed by ``scope`` (the run and the hook)
+        and the order of the call within it, so a hook run again records once."""
+        order = itertools.count()
+
+        def record(kind: str, name: str, value: float) -> None:
+            self.record_metric(kind, name, value, key=f"{scope}:{next(order)}")
+
+        return record
 
     def request_interrupt(self, reason: str) -> asyncio.Event:
         """A durable soft interrupt: written now, observed by the running loop at its next
@@ -215,10 +275,9 @@ class AgentServer(AIChatAgent):
         for child in children:
             try:
                 await call_session(self, child, "/abort", {"reason": f"parent aborted: {reason}"})
-            except Exception:
-                _log.warning(
-                    "session %s: could not abort child %s", self.name, child, exc_info=True
-                )
+            except Exception as exc:
+                self.log.warn(f"session {self.name}: could not abort child {child}",
+                              {"error": f"{type(exc).__name__}: {exc}"})  # fmt: skip
 
     async def on_chat_response(self, result: Mapping[str, Any]) -> None:
         try:
@@ -231,13 +290,9 @@ class AgentServer(AIChatAgent):
         try:
             body = {"childSessionId": self.session.session_id}
             await call_session(self, parent, "/children/settled", body)
-        except Exception:
-            _log.warning(
-                "session %s: could not tell parent %s its run ended",
-                self.session.session_id,
-                parent,
-                exc_info=True,
-            )
+        except Exception as exc:
+            self.log.warn(f"session {self.name}: could not tell parent {parent} its run ended",
+                          {"error": f"{type(exc).__name__}: {exc}"})  # fmt: skip
 
     # -- clients --------------------------------------------------------------------------------
     def should_send_protocol_messages(self, connection: Connection, ctx: ConnectionContext) -> bool:

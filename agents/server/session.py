@@ -45,7 +45,10 @@ _COLUMNS = (
 )
 _JSON = frozenset({"output", "tags", "metadata", "interrupt_context"})
 #: Columns added after the first release: added to an older table on activation.
-_ADDED = {"aborted": "INTEGER NOT NULL DEFAULT 0", "interrupt_context": "TEXT"}
+_ADDED = {
+    "cf_server_session": {"aborted": "INTEGER NOT NULL DEFAULT 0", "interrupt_context": "TEXT"},
+    "cf_server_children": {"settled_at": "INTEGER"},
+}
 
 
 @dataclass
@@ -83,7 +86,10 @@ class ChildRef:
     tool_call_id: str
     mode: str  # "ephemeral" | "persistent"
     name: str | None
-    status: str
+    status: str  # active | suspended | completed | failed
+    created_at: int | None = None
+    #: When its last call ended (completed or failed), for the sub-agent stats' durations.
+    settled_at: int | None = None
 
 
 def _bindable(value: Any) -> Any:
@@ -108,7 +114,11 @@ class SessionStore:
   message_count INTEGER NOT NULL, part_count INTEGER NOT NULL, created_at INTEGER NOT NULL)""",
         """CREATE TABLE IF NOT EXISTS cf_server_children (
   session_id TEXT PRIMARY KEY, agent_type TEXT NOT NULL, tool_call_id TEXT NOT NULL,
-  mode TEXT NOT NULL, name TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL)""",
+  mode TEXT NOT NULL, name TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL,
+  settled_at INTEGER)""",
+        """CREATE TABLE IF NOT EXISTS cf_server_subagent_calls (
+  tool_call_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, agent_type TEXT NOT NULL,
+  status TEXT NOT NULL, started_at INTEGER NOT NULL, settled_at INTEGER)""",
         """CREATE TABLE IF NOT EXISTS cf_server_run_keys (
   key TEXT PRIMARY KEY, run_id TEXT NOT NULL, start_sequence INTEGER NOT NULL)""",
         """CREATE TABLE IF NOT EXISTS cf_server_client_results (
@@ -121,10 +131,11 @@ class SessionStore:
         self._now = now
         for statement in self.SCHEMA:
             self._sql(statement)
-        present = {str(r["name"]) for r in self._sql("PRAGMA table_info(cf_server_session)")}
-        for column, ddl in _ADDED.items():
-            if column not in present:
-                self._sql(f"ALTER TABLE cf_server_session ADD COLUMN {column} {ddl}")
+        for table, columns in _ADDED.items():
+            present = {str(r["name"]) for r in self._sql(f"PRAGMA table_info({table})")}
+            for column, ddl in columns.items():
+                if column not in present:
+                    self._sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
 
     def get(self) -> SessionRecord:
         rows = self._sql(f"SELECT {', '.join(_COLUMNS)} FROM cf_server_session WHERE id = 1")
@@ -180,26 +191,66 @@ class SessionStore:
 
     # -- children -------------------------------------------------------------------------------
     def add_child(self, child: ChildRef) -> None:
+        """Remember a child session; a persistent child called again becomes active again."""
+        now = int(self._now())
         self._sql(
-            "INSERT OR IGNORE INTO cf_server_children VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO cf_server_children (session_id, agent_type, tool_call_id, mode, name, "
+            "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE "
+            "SET tool_call_id = excluded.tool_call_id, status = excluded.status, "
+            "created_at = excluded.created_at, settled_at = NULL "
+            "WHERE cf_server_children.tool_call_id != excluded.tool_call_id",
             child.session_id,
             child.agent_type,
             child.tool_call_id,
             child.mode,
             child.name,
             child.status,
-            int(self._now()),
+            now,
+        )
+        self._sql(
+            "INSERT OR IGNORE INTO cf_server_subagent_calls VALUES (?, ?, ?, ?, ?, NULL)",
+            child.tool_call_id,
+            child.session_id,
+            child.agent_type,
+            child.status,
+            now,
         )
 
     def set_child_status(self, session_id: str, status: str) -> None:
+        """The child's current call stands at ``status`` (its call row too)."""
+        settled = int(self._now()) if status in ("completed", "failed") else None
         self._sql(
-            "UPDATE cf_server_children SET status = ? WHERE session_id = ?", status, session_id
+            "UPDATE cf_server_children SET status = ?, settled_at = ? WHERE session_id = ?",
+            status,
+            settled,
+            session_id,
         )
+        self._sql(
+            "UPDATE cf_server_subagent_calls SET status = ?, settled_at = ? WHERE tool_call_id = "
+            "(SELECT tool_call_id FROM cf_server_children WHERE session_id = ?)",
+            status,
+            settled,
+            session_id,
+        )
+
+    def sub_agent_calls(self) -> list[tuple[str, str, int]]:
+        """Every sub-agent call: (agent type, status, duration ms), for the usage stats."""
+        rows = self._sql(
+            "SELECT agent_type, status, started_at, settled_at FROM cf_server_subagent_calls"
+        )
+        return [
+            (
+                str(r["agent_type"]),
+                str(r["status"]),
+                int(r["settled_at"] - r["started_at"]) if r["settled_at"] is not None else 0,
+            )
+            for r in rows
+        ]
 
     def children(self) -> list[ChildRef]:
         rows = self._sql(
-            "SELECT session_id, agent_type, tool_call_id, mode, name, status "
-            "FROM cf_server_children ORDER BY created_at, session_id"
+            "SELECT session_id, agent_type, tool_call_id, mode, name, status, created_at, "
+            "settled_at FROM cf_server_children ORDER BY created_at, session_id"
         )
         return [ChildRef(**dict(r)) for r in rows]
 

@@ -179,6 +179,9 @@ async def _run_child(
         }
     )
     server.sessions.set_child_status(child, "failed" if failed else "completed")
+    server.usage_event({"kind": "subagent", "agentType": tool.agent_type, "childSessionId": child,
+                        "toolCallId": ctx.call_id, "success": failed is None,
+                        "at": int(server._core.now())})  # fmt: skip
     if failed is not None:
         raise SubAgentError(f"sub-agent {tool.agent_type!r} failed: {failed}")
     return output
