@@ -26,6 +26,7 @@ from agents.server import (
     create_agent_server,
     define_agent,
     session_object_name,
+    sub_agent_tool,
 )
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from doemu.testing.plugin import HarnessFactory
@@ -260,3 +261,59 @@ async def test_a_usage_store_gets_every_entry_and_answers_usage_and_a_chat_handl
                                       "action": "stream", "status": "completed"}  # fmt: skip
     status, chat = await s.call("/chat", {"mode": "attach"})
     assert chat["sessionId"] is None and chat["action"] == "chat"
+
+
+ANALYZER = define_agent("analyzer", system_prompt="Analyze.", description="Analyze a text.")
+
+
+def schema_registry() -> AgentRegistry:
+    text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    agents = AgentRegistry()
+    agents.register(define_agent("lead", tools=[
+        sub_agent_tool(ANALYZER, text, timeout_ms=60_000),
+        sub_agent_tool("slowpoke", name="slow", timeout_ms=300),
+    ]))  # fmt: skip
+    agents.register(ANALYZER)
+    agents.register(define_agent("slowpoke"))
+    return agents
+
+
+Schemed = create_agent_server(
+    agents=schema_registry(),
+    llm_adapter=llm_adapter,
+    sub_agent_namespace=lambda env: env.AGENTS,
+    name="SchemedServer",
+)
+
+
+async def test_a_sub_agent_tool_takes_an_input_schema_and_a_timeout(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    """``sub_agent_tool(definition, input_schema, timeout_ms=…)`` as the seed's
+    ``createSubAgentTool``: the model sees the schema, a call that does not fit it starts no
+    child, the child is asked the input, and a child past its timeout is aborted."""
+    llm.script(Reply(ToolUse("analyzer", {"text": 5}, id="bad")))  # does not fit: no child
+    llm.script(Reply(ToolUse("analyzer", {"text": "great news"}, id="good")))
+    llm.script(Reply(Text("positive")))  # the child
+    llm.script(Reply(ToolUse("slow", {"message": "take ages"}, id="late")))
+    llm.script(Reply(Text("never "), stall_after=1))  # the slow child
+    llm.script(Reply(Text("done")))
+    h = await harness(doemu_harness, llm, Schemed)
+    s = Session(h, "schemed", default_agent="lead")
+    await s.start("analyze")
+    assert (await s.wait("completed"))["output"] == "done"
+    tools = {t["function"]["name"]: t["function"] for t in llm.requests("chat")[0]["tools"]}
+    assert tools["analyzer"]["parameters"]["required"] == ["text"]
+    assert tools["analyzer"]["description"] == "Analyze a text."
+    parts = (await s.messages())[-1]["parts"]
+    results = {p["toolCallId"]: p for p in parts if p.get("toolCallId")}
+    assert results["bad"]["state"] == "output-error" and "text" in results["bad"]["errorText"]
+    assert results["good"]["output"] == "positive"
+    assert results["late"]["state"] == "output-error"
+    assert "timed out after 300 ms" in results["late"]["errorText"]
+    assert (await Session(h, "schemed-remote-bad").status())["status"] == "idle"
+    child = Session(h, "schemed-remote-good")
+    asked = (await child.messages())[0]["parts"][0]["text"]
+    assert json.loads(asked) == {"text": "great news"}
+    slow = await Session(h, "schemed-remote-late").wait("failed")
+    assert "timed out" in slow["error"]

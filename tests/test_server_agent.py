@@ -588,3 +588,36 @@ async def test_a_finished_or_aborted_run_is_not_resumed_and_a_repeated_resume_is
 
 async def _has_delta_after(s: Session, n: int) -> bool:
     return any(c["chunk"]["type"] == "text_delta" for c in (await s.history())[n:])
+
+
+async def test_auto_resume_starts_recovery_after_a_crash_by_itself(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    """Issue 33 (5): after a crash an auto_resume session is woken by its own alarm (within
+    ``auto_resume_wake_ms``), not by the next request, nor the 30 s keep-alive heartbeat."""
+    words = [f"w{i} " for i in range(12)]
+    llm.script(Reply(Text(*words), hold_after=4))
+    h = await doemu_harness({"AGENTS": AutoServer}, vars={
+        "OPENAI_API_KEY": "k", "OPENAI_BASE_URL": f"{llm.url}/v1"})  # fmt: skip
+    s = Session(h, "auto-wake")
+    name = session_object_name("auto-wake")
+    await s.start("count")
+    await llm.await_held(timeout=10)
+    await eventually(lambda: _deltas(s, 4), what="the stored words")
+    alarm = await h.get_alarm("AGENTS", name)
+    assert alarm is not None and alarm - h.clock.now() <= 1_000  # auto_resume_wake_ms
+    kept = "".join(c["chunk"].get("delta", "") for c in await s.history())
+    h.reset("AGENTS", name, "simulated crash")
+    llm.release()
+    llm.script(Reply(Text(*words[len(kept.split()) :])))
+    requests = len(llm.requests("chat"))
+
+    async def recovered() -> bool:  # no request to the object: only time passes
+        if len(llm.requests("chat")) > requests:
+            return True
+        await h.advance(500)
+        return False
+
+    await eventually(recovered, what="the recovery's model request, with no request sent")
+    done = await s.wait("completed")
+    assert done["output"] == "".join(words)

@@ -16,10 +16,24 @@ from ..providers import Tool
 __all__ = ["AgentDefinition", "SubAgentTool", "define_agent", "sub_agent_tool"]
 
 
+#: A sub-agent tool's input when none is given: one message for the child.
+MESSAGE_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"message": {"type": "string"}},
+    "required": ["message"],
+}
+#: The seed's default wait for a sub-agent: 10 minutes.
+DEFAULT_SUB_AGENT_TIMEOUT_MS = 600_000
+
+
 @dataclass(frozen=True, slots=True)
 class SubAgentTool:
     """A tool that runs agent ``agent_type`` in its own object; its output is the tool result.
 
+    ``parameters`` is the JSON Schema of the call's input (the seed's ``inputSchema``); the
+    child is asked the ``message`` when the input is just that, else the input as JSON.
+    ``timeout_ms``: how long the parent waits for the child's run to end before it aborts it
+    and the call fails (a child waiting for its own client suspends the parent instead).
     ``persistent``: the child keeps one session per (parent session, ``name``), so consulting
     it again continues its conversation; otherwise each call gets a fresh child session.
     """
@@ -27,14 +41,9 @@ class SubAgentTool:
     name: str
     agent_type: str
     description: str = ""
-    parameters: Mapping[str, Any] = field(
-        default_factory=lambda: {
-            "type": "object",
-            "properties": {"message": {"type": "string"}},
-            "required": ["message"],
-        }
-    )
+    parameters: Mapping[str, Any] = field(default_factory=lambda: dict(MESSAGE_SCHEMA))
     persistent: bool = False
+    timeout_ms: int = DEFAULT_SUB_AGENT_TIMEOUT_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +78,42 @@ def define_agent(
 
 
 def sub_agent_tool(
-    agent_type: str,
+    agent: str | AgentDefinition,
+    input_schema: Any = None,
     *,
     name: str | None = None,
     description: str = "",
+    timeout_ms: int = DEFAULT_SUB_AGENT_TIMEOUT_MS,
     persistent: bool = False,
 ) -> SubAgentTool:
-    """A tool (named ``name``, default ``agent_type``) that delegates to ``agent_type``."""
-    return SubAgentTool(name or agent_type, agent_type, description, persistent=persistent)
+    """A tool (named ``name``, default the agent's type) that delegates to ``agent`` — a
+    registered type or its definition — in a sibling object (the seed's
+    ``createSubAgentTool(agent, inputSchema, {description, timeoutMs})``).
+
+    ``input_schema`` is a JSON Schema object, or a pydantic model class (its JSON schema is
+    used); None: ``{message: string}``. The call's arguments are checked against it (required
+    properties, their JSON types) before any child starts; a mismatch is a tool error the model
+    reads."""
+    agent_type = agent.name if isinstance(agent, AgentDefinition) else agent
+    if not isinstance(agent_type, str) or not agent_type:
+        raise ValueError(f"a sub-agent tool needs an agent type or definition, got {agent!r}")
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+        raise ValueError(f"timeout_ms must be a whole number of ms ≥ 1, got {timeout_ms!r}")
+    schema = _json_schema(input_schema)
+    if not description and isinstance(agent, AgentDefinition):
+        description = agent.description
+    return SubAgentTool(name or agent_type, agent_type, description, schema, persistent,
+                        timeout_ms)  # fmt: skip
+
+
+def _json_schema(input_schema: Any) -> dict[str, Any]:
+    if input_schema is None:
+        return dict(MESSAGE_SCHEMA)
+    as_schema = getattr(input_schema, "model_json_schema", None)  # a pydantic model class
+    schema = as_schema() if callable(as_schema) else input_schema
+    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
+        raise ValueError(
+            "a sub-agent's input_schema must be a JSON Schema of an object (or a pydantic "
+            f"model), got {input_schema!r}"
+        )
+    return {"type": "object", **dict(schema)}

@@ -54,6 +54,7 @@ def create_agent_server(
     endpoints: Mapping[str, EndpointHandler] | None = None,
     sub_agent_namespace: Callable[[Any], Any] | None = None,
     auto_resume: bool = False,
+    auto_resume_wake_ms: int = 1_000,
     interrupt_observation_deadline_ms: int = 5_000,
     heartbeat_ms: int = 30_000,
     logger: Any = None,
@@ -68,8 +69,8 @@ def create_agent_server(
     UsageStoreContext) -> UsageStore``; default: the object's own tables), ``logger``
     (default: the ``agents.server`` logging logger), ``chat_handler`` (``(request,
     ChatContext) -> Response`` for the v7 chat routes; default: :func:`session_chat_handler`).
-    Beside them: ``auto_resume``, ``interrupt_observation_deadline_ms``, ``heartbeat_ms`` and
-    the class ``name``."""
+    Beside them: ``auto_resume`` (with ``auto_resume_wake_ms``),
+    ``interrupt_observation_deadline_ms``, ``heartbeat_ms`` and the class ``name``."""
     registry = agents if isinstance(agents, AgentRegistry) else _ResolverRegistry(agents)
     options = {
         "registry": registry,
@@ -78,6 +79,7 @@ def create_agent_server(
         "endpoints": dict(endpoints or {}),
         "sub_agent_namespace": staticmethod(sub_agent_namespace) if sub_agent_namespace else None,
         "auto_resume": auto_resume,
+        "auto_resume_wake_ms": auto_resume_wake_ms,
         "interrupt_observation_deadline_ms": interrupt_observation_deadline_ms,
         "heartbeat_ms": heartbeat_ms,
         "logger": logger,

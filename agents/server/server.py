@@ -48,6 +48,20 @@ from .subagents import call_session
 __all__ = ["AgentServer", "pending_client_calls"]
 
 
+class _AutoResumeWake:
+    """The alarm share of ``auto_resume``: an active run keeps a wake-up close (see
+    :attr:`AgentServer.auto_resume_wake_ms`)."""
+
+    def __init__(self, server: AgentServer) -> None:
+        self._server = server
+
+    def next_wakeup(self, now: float) -> float | None:
+        server = self._server
+        if not server.auto_resume or server.sessions.get().status != "active":
+            return None
+        return now + server.auto_resume_wake_ms
+
+
 class AgentServer(AIChatAgent):
     """The session object (see the module docstring). Configure it with
     :func:`create_agent_server`, or subclass and set the class options."""
@@ -60,6 +74,11 @@ class AgentServer(AIChatAgent):
     #: After a crash, continue the run by itself (bounded chat recovery); else the session
     #: says ``interrupted`` and ``/resume`` continues it.
     auto_resume: ClassVar[bool] = False
+    #: With ``auto_resume``: while a run is active, the object's alarm is never further away
+    #: than this, so after a crash the runtime wakes the session by itself — at once when the
+    #: restart took longer — and recovery starts with no request. (The keep-alive heartbeat alone
+    #: is ``keep_alive_interval_ms``, 30 s by default.) One alarm per period while a run executes.
+    auto_resume_wake_ms: ClassVar[int] = 1_000
     interrupt_observation_deadline_ms: ClassVar[int] = 5_000
     heartbeat_ms: ClassVar[int] = 30_000
     #: The seed's ``usageStore``: ``(env, UsageStoreContext) -> UsageStore``; None: the object's
@@ -90,6 +109,7 @@ class AgentServer(AIChatAgent):
         self.log = as_logger(type(self).logger)
         self._usage_store: UsageStore | None = None
         super().__init__(ctx, env)
+        self._core.add_wakeup_sources(_AutoResumeWake(self))
         # The session stream mirrors what storage holds: every chunk is stored at once.
         self._chat_streams.buffer_size = 1  # type: ignore[misc]
         self.stream = SessionStream(self, heartbeat_ms=self.heartbeat_ms)
