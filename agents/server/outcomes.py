@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.portable import wait_until
-from .calls import pending_client_calls, text_of
+from .calls import pending_client_calls, step_has_server_results, text_of
 from .contexts import CompleteContext
 from .hooks import call_hook
 
@@ -102,10 +102,12 @@ async def settle_run(server: AgentServer, result: Mapping[str, Any]) -> None:
         interrupted(server, reason, "request")
         outcome = "interrupted"
     elif pending := pending_client_calls(message):
-        reason = "client_tool"
+        # A batch that mixed server and client calls: the server ones ran and their results are
+        # stored; the client's results complete the step without running them again.
+        reason = "step_partial" if step_has_server_results(message) else "client_tool"
         pause_run(
             server,
-            "suspended_client_tool",
+            f"suspended_{reason}",
             {"type": "run_suspended", "reason": reason, "toolCalls": pending},
             type="suspended",
             reason=reason,
