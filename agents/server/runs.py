@@ -22,7 +22,7 @@ from .contexts import AfterResumeContext, AfterStartContext, BeforeResumeContext
 from .errors import RequestError
 from .hooks import AbortResult, call_hook
 from .outcomes import LAST_RESUME_KEY
-from .requests import ResumeRequest, StartRequest, parse_resume
+from .requests import ResumeRequest, StartRequest, merge_patch, parse_resume
 
 if TYPE_CHECKING:
     from .server import AgentServer
@@ -105,6 +105,8 @@ async def start_run(
             "a run is in progress on this session: interrupt or abort it first",
             sessionStatus=server.session.status,
         )
+    if req.state is not None:  # the seed's input.state: this run's agent state
+        _modify_state(server, lambda _old: req.state, "input.state")
     run_id = new_run_id()
     server.ctx.storage.kv.delete(LAST_RESUME_KEY)
     server.stream.reopen()
@@ -190,6 +192,21 @@ def _branch(server: AgentServer, checkpoint_id: str) -> int:
     return int(found["step"])
 
 
+def _modify_state(server: AgentServer, change: Any, field: str = "options.modifyState") -> None:
+    """The seed's ``modifyState``, applied before the run goes on and in the same synchronous
+    step as the resume's own writes (so both are committed, or neither)."""
+    try:
+        state = (
+            change(copy.deepcopy(server.state))
+            if callable(change)
+            else merge_patch(server.state, change)
+        )
+        server.set_state(state)
+    except Exception as exc:
+        raise RequestError(400, "BAD_STATE", f"{field} refused: {type(exc).__name__}: {exc}",
+                           field=field) from None  # fmt: skip
+
+
 async def resume_request(
     server: AgentServer, body: Any, *, retry: bool = False, request: Any = None
 ) -> Any:
@@ -265,6 +282,8 @@ async def resume_run(
     if req.append_messages:
         server.persist_messages([*server.messages, *req.append_messages])
     server.stream.reopen()
+    if req.modify_state is not None:
+        _modify_state(server, req.modify_state)
     # The seed's model: a resume is a new execution (run) of the session, and its run_resumed
     # chunk names the run it continues; a parent's run key follows it to the new run.
     previous, run_id = record.run_id, new_run_id()

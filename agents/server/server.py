@@ -38,8 +38,10 @@ from .metrics import MetricStore
 from .mirror import stream_chunks
 from .outcomes import crashed, end_run, settle_run
 from .registry import AgentFactoryContext, AgentRegistry
+from .requests import ResumeRequest
 from .rollup import DOUsageStore, UsageStore, UsageStoreContext, entry_json
 from .routes import dispatch
+from .runs import resume_run
 from .servedtools import served_tools
 from .session import SessionRecord, SessionStore
 from .streams import SessionStream
@@ -224,6 +226,19 @@ class AgentServer(AIChatAgent):
         key = self.metrics.record(kind, name, value, run_id=self.session.run_id, key=key)
         self.usage_event({"kind": "custom", "type": kind, "name": name, "value": value,
                           "key": key, "at": int(self._core.now())})  # fmt: skip
+
+    async def resume(
+        self,
+        mode: str = "continue",
+        *,
+        checkpoint_id: str | None = None,
+        modify_state: Any = None,
+    ) -> Any:
+        """``/resume`` in process (a custom endpoint, a hook): ``modify_state`` may be a function
+        of the state (the seed's ``modifyState: (s) => s``) as well as a merge patch. Raises
+        :class:`~.errors.RequestError` as the route answers."""
+        request = ResumeRequest(mode, checkpoint_id, (), modify_state)
+        return await resume_run(self, request, retry=mode == "retry")
 
     def record_usage(self, **fields: Any) -> Any:
         """Tokens recorded by the model loop: in the object's table, and handed to a custom
