@@ -15,6 +15,7 @@ from agents.server import (
     AgentRegistry,
     EndpointContext,
     ServerToolContext,
+    SessionWorkspaces,
     create_agent_server,
     define_agent,
     session_object_name,
@@ -123,3 +124,54 @@ async def test_modify_state_in_process_takes_a_function(
     status, body = await s.call("/start", {"agentType": "stateful", "sessionId": "st-fn",
                                            "input": {"message": "x", "state": "no"}})  # fmt: skip
     assert status == 400 and body["field"] == "input.state"
+
+
+async def open_workspace(args: dict[str, Any], ctx: ServerToolContext) -> Any:
+    ctx.agent.workspaces.register("ws-1", "in-memory", capabilities=["fs"],
+                                  metadata={"root": "/"})  # fmt: skip
+    return {"opened": "ws-1"}
+
+
+def workspace_registry() -> AgentRegistry:
+    agents = AgentRegistry()
+    tool = Tool("open_workspace", "Open one.", {"type": "object"}, execute=open_workspace)
+    agents.register(define_agent("builder", tools=[tool]))
+    return agents
+
+
+WithWorkspaces = create_agent_server(
+    agents=workspace_registry(),
+    llm_adapter=lambda env, ctx: OpenAIChatCompletions.from_env(env, model="m"),
+    workspaces=SessionWorkspaces,
+    name="WorkspaceServer",
+)
+
+
+async def test_workspace_answers_the_registry_with_the_seeds_two_404s(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    """Issue 26 (5): ``/workspace`` is 404 ``RUNTIME_NO_WORKSPACE_SUPPORT`` on a server
+    without workspaces, 404 ``WORKSPACES_NOT_FOUND`` for a session with none, else the
+    registry's snapshot."""
+    h = await doemu_harness({"AGENTS": Server, "BUILDERS": WithWorkspaces},
+                            vars={"OPENAI_API_KEY": "k",
+                                  "OPENAI_BASE_URL": f"{llm.url}/v1"})  # fmt: skip
+    plain = Session(h, "ws-plain", default_agent="stateful")
+    status, body = await plain.call("/workspace")
+    assert status == 404 and body["code"] == "RUNTIME_NO_WORKSPACE_SUPPORT", body
+    namespace = h.env.BUILDERS
+    s = Session(h, "ws-builder", default_agent="builder")
+    s.stub = namespace.get(namespace.idFromName(session_object_name("ws-builder")))
+    status, body = await s.call("/workspace")
+    assert status == 404 and body["code"] == "WORKSPACES_NOT_FOUND", body
+    llm.script(Reply(ToolUse("open_workspace", {}, id="w1")))
+    llm.script(Reply(Text("opened")))
+    await s.start("open one")
+    await s.wait("completed")
+    status, body = await s.call("/workspace")
+    assert status == 200 and body["sessionId"] == "ws-builder"
+    (workspace,) = body["workspaces"]
+    assert workspace["id"] == "ws-1" and workspace["kind"] == "in-memory"
+    assert workspace["status"] == "active" and workspace["capabilities"] == ["fs"]
+    status, body = await s.call("/workspace", {"x": 1})
+    assert status == 405

@@ -49,6 +49,9 @@ from .rollup import UsageStoreContext as UsageStoreContext
 from .server import AgentServer as AgentServer
 from .streams import SessionStream as SessionStream
 from .subagents import session_object_name as session_object_name
+from .workspace import SessionWorkspaces as SessionWorkspaces
+from .workspace import WorkspaceContext as WorkspaceContext
+from .workspace import WorkspaceRegistry as WorkspaceRegistry
 
 __all__ = [
     "AbortResult",
@@ -77,6 +80,7 @@ __all__ = [
     "ServerHooks",
     "ServerToolContext",
     "SessionStream",
+    "SessionWorkspaces",
     "StreamClosedError",
     "StreamPayloadError",
     "StreamRangeError",
@@ -84,6 +88,8 @@ __all__ = [
     "TransformResponseContext",
     "UsageStore",
     "UsageStoreContext",
+    "WorkspaceContext",
+    "WorkspaceRegistry",
     "create_agent_server",
     "define_agent",
     "session_chat_handler",

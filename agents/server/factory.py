@@ -18,6 +18,7 @@ from .hooks import EndpointHandler, LLMAdapterFactory, ServerHooks
 from .registry import AgentFactoryContext, AgentRegistry
 from .rollup import UsageStoreFactory
 from .server import AgentServer
+from .workspace import WorkspacesFactory
 
 __all__ = ["create_agent_server"]
 
@@ -60,6 +61,7 @@ def create_agent_server(
     logger: Any = None,
     usage_store: UsageStoreFactory | None = None,
     chat_handler: ChatHandler | None = None,
+    workspaces: WorkspacesFactory | None = None,
     name: str = "AgentServer",
 ) -> type[AgentServer]:
     """An agent-server Durable Object class (see the module docstring).
@@ -69,8 +71,10 @@ def create_agent_server(
     UsageStoreContext) -> UsageStore``; default: the object's own tables), ``logger``
     (default: the ``agents.server`` logging logger), ``chat_handler`` (``(request,
     ChatContext) -> Response`` for the v7 chat routes; default: :func:`session_chat_handler`).
-    Beside them: ``auto_resume`` (with ``auto_resume_wake_ms``),
-    ``interrupt_observation_deadline_ms``, ``heartbeat_ms`` and the class ``name``."""
+    ``workspaces`` (``(env, WorkspaceContext) -> WorkspaceRegistry`` for ``/workspace``, e.g.
+    :class:`~.workspace.SessionWorkspaces`; default: none). Beside them: ``auto_resume``
+    (with ``auto_resume_wake_ms``), ``interrupt_observation_deadline_ms``, ``heartbeat_ms`` and
+    the class ``name``."""
     registry = agents if isinstance(agents, AgentRegistry) else _ResolverRegistry(agents)
     options = {
         "registry": registry,
@@ -85,6 +89,7 @@ def create_agent_server(
         "logger": logger,
         "usage_store_factory": staticmethod(usage_store) if usage_store else None,
         "chat_handler": staticmethod(chat_handler) if chat_handler else None,
+        "workspaces_factory": staticmethod(workspaces) if workspaces else None,
         "__module__": __name__,
     }
     return type(name, (AgentServer,), options)

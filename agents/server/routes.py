@@ -26,6 +26,7 @@ from .requests import parse_start, query_int
 from .rollup import usage_report
 from .runs import children_settled, resume_request, start_run
 from .views import messages_page, snapshot_of, status_of
+from .workspace import workspace_report
 
 if TYPE_CHECKING:
     from .server import AgentServer
@@ -39,7 +40,7 @@ _ENTRY = re.compile(r"(?:^|/)chat$")
 _SETTLED = re.compile(r"(?:^|/)children/settled$")
 _ROUTE = re.compile(
     r"(?:^|/)(?P<name>start|resume|retry|interrupt|abort|status|sse|history|"
-    r"usage|messages|snapshot)$"
+    r"usage|messages|snapshot|workspace)$"
 )
 _METHODS = {
     "start": "POST",
@@ -153,6 +154,8 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
         return messages_page(server, offset, query_int(params, "limit", 50, 1, 1000))
     if name == "snapshot":
         return await snapshot_of(server)
+    if name == "workspace":
+        return await workspace_report(server)
     mode = params.get("mode", "self")
     if mode not in ("self", "rollup", "entries"):
         raise RequestError(400, "BAD_REQUEST", f"mode must be rollup or entries, got {mode!r}")

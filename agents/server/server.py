@@ -46,6 +46,7 @@ from .servedtools import served_tools
 from .session import SessionRecord, SessionStore
 from .streams import SessionStream
 from .subagents import call_session
+from .workspace import WorkspaceContext
 
 __all__ = ["AgentServer", "pending_client_calls"]
 
@@ -86,6 +87,8 @@ class AgentServer(AIChatAgent):
     #: The seed's ``usageStore``: ``(env, UsageStoreContext) -> UsageStore``; None: the object's
     #: own tables (:class:`~.rollup.DOUsageStore`).
     usage_store_factory: ClassVar[Callable[[Any, Any], Any] | None] = None
+    #: ``(env, WorkspaceContext) -> WorkspaceRegistry`` for ``/workspace``; None: no support.
+    workspaces_factory: ClassVar[Callable[[Any, Any], Any] | None] = None
     #: The seed's ``chatHandler``: ``(request, ChatContext) -> Response`` for the v7 chat
     #: routes; None: :func:`~.chat_routes.session_chat_handler`.
     chat_handler: ClassVar[Callable[..., Any] | None] = None
@@ -110,6 +113,7 @@ class AgentServer(AIChatAgent):
         self.metrics = MetricStore(ctx.storage.sql, lambda: self._core.now())
         self.log = as_logger(type(self).logger)
         self._usage_store: UsageStore | None = None
+        self._workspaces: Any = None
         super().__init__(ctx, env)
         self._core.add_wakeup_sources(_AutoResumeWake(self))
         # The session stream mirrors what storage holds: every chunk is stored at once.
@@ -128,6 +132,17 @@ class AgentServer(AIChatAgent):
     @property
     def session(self) -> SessionRecord:
         return self.sessions.get()
+
+    @property
+    def workspaces(self) -> Any:
+        """The session's workspace registry (the ``workspaces`` option), or None."""
+        factory: Any = getattr(type(self), "workspaces_factory", None)
+        if factory is None:
+            return None
+        if self._workspaces is None:
+            context = WorkspaceContext(self.session.session_id or self.name, self)
+            self._workspaces = factory(self.env, context)
+        return self._workspaces
 
     @property
     def usage_store(self) -> UsageStore:
