@@ -49,13 +49,22 @@ class SubAgentTool:
 @dataclass(frozen=True, slots=True)
 class AgentDefinition:
     """One agent type: ``name`` (its type in the registry), ``system_prompt``, ``tools`` (model
-    loop tools and sub-agent tools), ``max_steps``, and a free ``description``."""
+    loop tools and sub-agent tools), ``max_steps``, a free ``description``, and the agent types
+    it may keep as persistent children through the companion tools
+    (``persistent_sub_agents``, besides those of its persistent sub-agent tools)."""
 
     name: str
     system_prompt: str = ""
     tools: Sequence[Tool | SubAgentTool] = ()
     max_steps: int = 10
     description: str = ""
+    persistent_sub_agents: Sequence[str] = ()
+
+    @property
+    def companion_types(self) -> list[str]:
+        """The agent types its companion tools may spawn (none: it gets no companion tools)."""
+        types = [t.agent_type for t in self.tools if isinstance(t, SubAgentTool) and t.persistent]
+        return sorted({*types, *self.persistent_sub_agents})
 
 
 def define_agent(
@@ -65,6 +74,7 @@ def define_agent(
     tools: Sequence[Tool | SubAgentTool] = (),
     max_steps: int = 10,
     description: str = "",
+    persistent_sub_agents: Sequence[str] = (),
 ) -> AgentDefinition:
     """An :class:`AgentDefinition` (``defineAgent`` of the seed), checked."""
     if not name or not isinstance(name, str):
@@ -74,7 +84,19 @@ def define_agent(
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
         raise ValueError(f"agent {name!r} has two tools with one name: {sorted(names)}")
-    return AgentDefinition(name, system_prompt, tuple(tools), max_steps, description)
+    reserved = [n for n in names if n.startswith("companion__")]
+    if reserved:
+        raise ValueError(
+            f"agent {name!r}: tool names starting companion__ are the companion tools' "
+            f"(injected for agents with persistent children): {reserved}"
+        )
+    if isinstance(persistent_sub_agents, str) or not all(
+        isinstance(t, str) and t for t in persistent_sub_agents
+    ):
+        raise ValueError(f"persistent_sub_agents must be agent type names, got "
+                         f"{persistent_sub_agents!r}")  # fmt: skip
+    return AgentDefinition(name, system_prompt, tuple(tools), max_steps, description,
+                           tuple(persistent_sub_agents))  # fmt: skip
 
 
 def sub_agent_tool(

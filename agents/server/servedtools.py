@@ -15,8 +15,9 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from ..providers import Tool, ToolContext
+from .companions import companion_tools
 from .contexts import ServerToolContext
-from .definition import AgentDefinition, SubAgentTool
+from .definition import DEFAULT_SUB_AGENT_TIMEOUT_MS, AgentDefinition, SubAgentTool
 from .subagents import sub_agent_as_tool
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ def served_tools(server: AgentServer, definition: AgentDefinition) -> list[Tool]
             tools.append(_with_server_context(server, definition, tool))
         else:
             tools.append(tool)  # a client tool: the browser answers it
+    if definition.companion_types:  # persistent children: the seed's companion tools
+        tools += companion_tools(server, definition.companion_types, DEFAULT_SUB_AGENT_TIMEOUT_MS)
     return tools
 
 

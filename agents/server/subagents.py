@@ -171,7 +171,7 @@ async def start_child(
 class ChildOutcome:
     """How a child's run stood when the parent stopped reading it."""
 
-    status: str  # completed | failed | suspended
+    status: str  # completed | failed | suspended | timeout
     output: Any = None
     error: str | None = None
 
@@ -185,11 +185,13 @@ async def follow_child(
     cursor_key: str | None = None,
     copy: bool = True,
     timeout_ms: int | None = None,
+    abort_on_timeout: bool = True,
 ) -> ChildOutcome:
     """Read the child's stream from ``start`` (or from the ``cursor_key``'s position, kept in
     the parent's KV, after a recovery) to its end or its suspension, copying its chunks into
     this session's stream (``copy``). After ``timeout_ms`` the child is aborted and the outcome
-    is a failure saying so."""
+    is a failure saying so — or, without ``abort_on_timeout``, the outcome is ``timeout`` and
+    the child runs on."""
     kv = server.ctx.storage.kv
     stored = kv.get(cursor_key) if cursor_key else None
     position = int(stored if stored is not None else start)
@@ -216,6 +218,8 @@ async def follow_child(
                     reason = data.get("reason")
                     return ChildOutcome("failed", error=f"the sub-agent was interrupted: {reason}")
     except TimeoutError:
+        if not abort_on_timeout:
+            return ChildOutcome("timeout")
         await call_session(server, child, "/abort", {"reason": f"timed out after {timeout_ms} ms"})
         return ChildOutcome("failed", error=f"timed out after {timeout_ms} ms")
     finally:
