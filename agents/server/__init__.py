@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .chat_routes import ChatHandler as ChatHandler
 from .chat_routes import session_chat_handler as session_chat_handler
+from .chat_ui import handle_chat_stream as handle_chat_stream
 from .contexts import AfterResumeContext as AfterResumeContext
 from .contexts import AfterRetryContext as AfterRetryContext
 from .contexts import AfterStartContext as AfterStartContext
@@ -26,8 +27,10 @@ from .contexts import Logger as Logger
 from .contexts import ServerToolContext as ServerToolContext
 from .contexts import TransformResponseContext as TransformResponseContext
 from .definition import AgentDefinition as AgentDefinition
+from .definition import ApprovalTool as ApprovalTool
 from .definition import SubAgentTool as SubAgentTool
 from .definition import define_agent as define_agent
+from .definition import needs_approval as needs_approval
 from .definition import sub_agent_tool as sub_agent_tool
 from .errors import AgentNotFoundError as AgentNotFoundError
 from .errors import AgentServerError as AgentServerError
@@ -64,6 +67,7 @@ __all__ = [
     "AgentRegistry",
     "AgentServer",
     "AgentServerError",
+    "ApprovalTool",
     "BeforeResumeContext",
     "BeforeRetryContext",
     "BeforeStartContext",
@@ -92,6 +96,8 @@ __all__ = [
     "WorkspaceRegistry",
     "create_agent_server",
     "define_agent",
+    "handle_chat_stream",
+    "needs_approval",
     "session_chat_handler",
     "session_object_name",
     "sub_agent_tool",

@@ -13,7 +13,14 @@ from typing import Any
 
 from ..providers import Tool
 
-__all__ = ["AgentDefinition", "SubAgentTool", "define_agent", "sub_agent_tool"]
+__all__ = [
+    "AgentDefinition",
+    "ApprovalTool",
+    "SubAgentTool",
+    "define_agent",
+    "needs_approval",
+    "sub_agent_tool",
+]
 
 
 #: A sub-agent tool's input when none is given: one message for the child.
@@ -47,6 +54,28 @@ class SubAgentTool:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalTool:
+    """A server tool that runs only after a person approved the call (the AI SDK's
+    ``needsApproval``): the run suspends at the call, the client answers ``{approved, reason?}``
+    (``submit-tool-result``, or the AI SDK's ``addToolApprovalResponse``), and an approved call
+    runs here, through the ledger, before the run goes on; a denied one is an error the model
+    reads."""
+
+    tool: Tool
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+
+def needs_approval(tool: Tool) -> ApprovalTool:
+    """``tool`` (a server tool, with ``execute``) gated by a person's approval of each call."""
+    if tool.execute is None:
+        raise ValueError(f"tool {tool.name!r} has no execute: a client tool needs no approval")
+    return ApprovalTool(tool)
+
+
+@dataclass(frozen=True, slots=True)
 class AgentDefinition:
     """One agent type: ``name`` (its type in the registry), ``system_prompt``, ``tools`` (model
     loop tools and sub-agent tools), ``max_steps``, a free ``description``, and the agent types
@@ -55,10 +84,15 @@ class AgentDefinition:
 
     name: str
     system_prompt: str = ""
-    tools: Sequence[Tool | SubAgentTool] = ()
+    tools: Sequence[Tool | SubAgentTool | ApprovalTool] = ()
     max_steps: int = 10
     description: str = ""
     persistent_sub_agents: Sequence[str] = ()
+
+    @property
+    def approval_tools(self) -> dict[str, Tool]:
+        """The tools gated by an approval, by name."""
+        return {t.name: t.tool for t in self.tools if isinstance(t, ApprovalTool)}
 
     @property
     def companion_types(self) -> list[str]:
@@ -71,7 +105,7 @@ def define_agent(
     name: str,
     *,
     system_prompt: str = "",
-    tools: Sequence[Tool | SubAgentTool] = (),
+    tools: Sequence[Tool | SubAgentTool | ApprovalTool] = (),
     max_steps: int = 10,
     description: str = "",
     persistent_sub_agents: Sequence[str] = (),

@@ -70,7 +70,8 @@ def create_agent_server(
     ``hooks``, ``endpoints``, ``sub_agent_namespace``, ``usage_store`` (``(env,
     UsageStoreContext) -> UsageStore``; default: the object's own tables), ``logger``
     (default: the ``agents.server`` logging logger), ``chat_handler`` (``(request,
-    ChatContext) -> Response`` for the v7 chat routes; default: :func:`session_chat_handler`).
+    ChatContext) -> Response`` for the v7 chat routes; default: :func:`handle_chat_stream`, the
+    AI SDK's UI-message stream; :func:`session_chat_handler` answers in the ``/sse`` events).
     ``workspaces`` (``(env, WorkspaceContext) -> WorkspaceRegistry`` for ``/workspace``, e.g.
     :class:`~.workspace.SessionWorkspaces`; default: none). Beside them: ``auto_resume``
     (with ``auto_resume_wake_ms``), ``interrupt_observation_deadline_ms``, ``heartbeat_ms`` and

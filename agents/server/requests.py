@@ -185,13 +185,25 @@ class ToolResultRequest:
     tool_call_id: str
     result: Any
     error: str | None
+    #: An approval's answer (``{approved, reason?}``) instead of a result; None: a result.
+    approved: bool | None = None
+    reason: str | None = None
 
 
 def parse_tool_result(body: Any) -> ToolResultRequest:
     body = _object(body, "the tool result body")
     call_id = _text(body, "toolCallId")
+    if "approved" in body:
+        approved = body["approved"]
+        if not isinstance(approved, bool):
+            raise _bad("approved must be true or false", field="approved")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise _bad("reason must be a string", field="reason")
+        return ToolResultRequest(call_id or "", None, None, approved, reason)
     if "result" not in body and "error" not in body:
-        raise _bad("a tool result needs result (or error)", field="result")
+        raise _bad("a tool result needs result (or error), or an approval's approved",
+                   field="result")  # fmt: skip
     error = body.get("error")
     if error is not None and not isinstance(error, str):
         raise _bad("error must be a string", field="error")

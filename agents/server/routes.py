@@ -18,7 +18,8 @@ from urllib.parse import parse_qs, urlparse
 
 from workers import Response
 
-from .chat_routes import read_json, session_chat_handler
+from .chat_routes import read_json
+from .chat_ui import handle_chat_stream
 from .contexts import ChatContext, EndpointContext, TransformResponseContext
 from .errors import RequestError, StreamRangeError
 from .hooks import AbortResult, call_hook
@@ -101,7 +102,7 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
             chat["action"] if chat else "chat",
             params,
         )
-        handler: Any = getattr(type(server), "chat_handler", None) or session_chat_handler
+        handler: Any = getattr(type(server), "chat_handler", None) or handle_chat_stream
         return await handler(request, context)
     if _SETTLED.search(path) is not None and request.method == "POST":
         return await children_settled(server)

@@ -90,7 +90,7 @@ class AgentServer(AIChatAgent):
     #: ``(env, WorkspaceContext) -> WorkspaceRegistry`` for ``/workspace``; None: no support.
     workspaces_factory: ClassVar[Callable[[Any, Any], Any] | None] = None
     #: The seed's ``chatHandler``: ``(request, ChatContext) -> Response`` for the v7 chat
-    #: routes; None: :func:`~.chat_routes.session_chat_handler`.
+    #: routes; None: :func:`~.chat_ui.handle_chat_stream` (the AI SDK's UI-message stream).
     chat_handler: ClassVar[Callable[..., Any] | None] = None
     #: The seed's ``logger`` option: None (the ``agents.server`` logging logger), a
     #: :class:`logging.Logger`, or any object with ``debug/info/warn/error``.
