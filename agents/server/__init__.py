@@ -4,8 +4,11 @@
 :func:`define_agent` definitions and an LLM adapter factory; each object hosts one session whose
 runs are driven by :func:`agents.providers.model_reply`, streamed through its
 :class:`SessionStream` (SSE and hibernatable WebSockets, gap-free sequences), checkpointed per
-step, and recovered after a crash. Sub-agents (:func:`sub_agent_tool`) run in sibling objects;
-usage rolls up across them. The errors the package raises on purpose derive from
+step, and recovered after a crash. Sub-agents (:func:`sub_agent_tool`, and the companion tools
+of agents with persistent children) run in sibling objects; usage and custom metrics roll up
+across them. Hooks, endpoints and tools get typed contexts (:class:`BeforeStartContext`,
+:class:`ServerToolContext` …); the v7 chat routes speak the AI SDK's UI-message stream
+(:func:`handle_chat_stream`). The errors the package raises on purpose derive from
 :class:`AgentServerError`.
 """
 

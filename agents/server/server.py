@@ -9,8 +9,12 @@ vocabulary, :mod:`.mirror`) in the same synchronous step as the chat layer store
 SIGKILL the stream and the transcript agree and sequences carry on with no gap. The chat
 layer's chunk buffer is one chunk here for that reason.
 
-The HTTP surface is :mod:`.routes`; runs are started, resumed, interrupted and answered by
-:mod:`.runs`; usage rolls up across sub-agent objects in :mod:`.rollup`. Build a class with
+The HTTP surface is :mod:`.routes` (the read side in :mod:`.views`, the v7 chat routes in
+:mod:`.chat_ui` — the AI SDK's UI-message stream, :mod:`.uistream` — and :mod:`.chat_routes`);
+runs are started, resumed and retried by :mod:`.runs`, stop in :mod:`.outcomes`, and are
+answered by clients in :mod:`.toolresults`; a run's tools come from :mod:`.servedtools`
+(sub-agents :mod:`.subagents`, companions :mod:`.companions`); usage rolls up across sub-agent
+objects in :mod:`.rollup` (custom metrics: :mod:`.metrics`). Build a class with
 :func:`~agents.server.create_agent_server`.
 """
 
