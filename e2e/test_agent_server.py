@@ -225,7 +225,8 @@ def test_bad_input_is_a_clear_4xx(server: DevServer, llm: FakeLLM) -> None:
     s = Session(server, "bad")
     status, body = s.call("/start", {"agentType": "nobody", "sessionId": "bad",
                                      "input": {"message": "x"}})  # fmt: skip
-    assert status == 404 and body["availableTypes"] == ["analyzer", "researcher"]
+    assert status == 404
+    assert body["availableTypes"] == ["analyzer", "critic", "researcher", "writer"]
     status, body = s.call("/start", "{not json")
     assert status == 400 and "JSON" in body["error"]
     status, body = s.call("/history?fromSequence=99")

@@ -253,7 +253,44 @@ async def test_a_result_for_a_call_of_the_run_still_streaming_is_a_409_then_acce
     status, body = await s.call("/chat/race/submit-tool-result", {"toolCallId": "a1", "result": 1})
     assert status == 409 and body["code"] == "RUN_STILL_STREAMING", body
     GATE["release"].set()
-    await s.wait("suspended_client_tool")
+    await s.wait("suspended_step_partial")  # the batch mixed a server and a client call
     status, body = await s.call("/chat/race/submit-tool-result", {"toolCallId": "a1", "result": 1})
     assert status == 200 and body["accepted"] is True
     assert (await s.wait("completed"))["output"] == "done"
+
+
+async def test_a_mixed_batch_runs_its_server_tools_then_suspends_step_partial(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    """Issue 26 (2): a step that calls a server and a client tool runs the server one, stores
+    its result and suspends as ``suspended_step_partial`` (``run_suspended`` reason
+    ``step_partial``, the SSE response closed at the boundary); the client's result completes
+    the step without running the server tool again."""
+    GATE["release"].set()
+    llm.script(Reply(ToolUse("slow", {"q": 1}, id="s1"), ToolUse("approve", {"x": 1}, id="a1")))
+    llm.script(Reply(Text("both done")))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "partial")
+    await s.start("go")
+    await s.wait("suspended_step_partial")
+    chunks = [c["chunk"] for c in await s.history()]
+    suspended = [c for c in chunks if c["type"] == "run_suspended"]
+    assert [c["reason"] for c in suspended] == ["step_partial"]
+    assert list(suspended[0]["toolCalls"]) == ["a1"]
+    parts = (await s.messages())[-1]["parts"]
+    slow = next(p for p in parts if p.get("toolCallId") == "s1")
+    assert slow["state"] == "output-available" and slow["output"] == {"slow": "done"}
+    _, sse = await s.call("/sse?fromSequence=0")  # a pause ends the response: it returns
+    assert '"type":"suspended"' in sse and '"reason":"step_partial"' in sse
+    _, snapshot = await s.call("/snapshot")
+    assert list(snapshot["pendingClientToolCalls"]) == ["a1"] and snapshot["status"] == "paused"
+    GATE["entered"] = False
+    assert await h.evict("AGENTS", session_object_name("partial"))
+    status, body = await s.call("/chat/partial/submit-tool-result",
+                                {"toolCallId": "a1", "result": {"ok": True}})  # fmt: skip
+    assert status == 200 and body["accepted"] is True
+    assert (await s.wait("completed"))["output"] == "both done"
+    assert GATE["entered"] is False  # the server tool did not run again
+    second = llm.requests("chat")[1]["messages"]
+    tool_results = {m["tool_call_id"]: m["content"] for m in second if m["role"] == "tool"}
+    assert set(tool_results) == {"s1", "a1"} and "done" in tool_results["s1"]

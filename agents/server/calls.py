@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["pending_client_calls", "text_of"]
+__all__ = ["pending_client_calls", "step_has_server_results", "text_of"]
 
 
 def text_of(message: Mapping[str, Any] | None) -> str:
@@ -27,3 +27,15 @@ def pending_client_calls(message: Mapping[str, Any] | None) -> dict[str, Any]:
         ):
             pending[str(part["toolCallId"])] = {"toolName": kind[5:], "input": part.get("input")}
     return pending
+
+
+def step_has_server_results(message: Mapping[str, Any] | None) -> bool:
+    """Whether the last step of ``message`` ran server tools (calls with a ledger operation
+    and a result) — with client calls still pending, the seed's ``suspended_step_partial``."""
+    parts = list((message or {}).get("parts") or ())
+    starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
+    for part in parts[starts[-1] if starts else 0 :]:
+        meta = (part.get("callProviderMetadata") or {}).get("agents") or {}
+        if meta.get("opId") and str(part.get("state", "")).startswith("output-"):
+            return True
+    return False

@@ -12,19 +12,44 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from workers import Response
 
+from .contexts import ChatContext
 from .errors import RequestError
+from .outcomes import end_run
 from .requests import ResumeRequest, parse_start, parse_tool_result
-from .runs import resume_run, start_run, submit_tool_result
+from .runs import resume_run, start_run
+from .toolresults import submit_tool_result
 
 if TYPE_CHECKING:
     from .server import AgentServer
 
-__all__ = ["chat_action", "chat_entry"]
+__all__ = ["ChatHandler", "chat_action", "chat_entry", "session_chat_handler"]
+
+#: The seed's ``chatHandler``: ``(request, ChatContext) -> Response`` for the five chat routes.
+ChatHandler = Callable[[Any, ChatContext], Awaitable[Any]]
+
+
+async def session_chat_handler(request: Any, ctx: ChatContext) -> Any:
+    """The chat routes answered in the session protocol (the ``/sse`` events): the default
+    ``chat_handler``."""
+    if ctx.session_id is None:
+        return await chat_entry(ctx.server, request, await read_json(request))
+    return await chat_action(ctx.server, request, ctx.session_id, ctx.action, ctx.params)
+
+
+async def read_json(request: Any) -> Any:
+    """The request's JSON body (None when empty); a 400 naming the error when it is not JSON."""
+    text = await request.text()
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise RequestError(400, "BAD_JSON", f"the body is not JSON: {exc}") from None
 
 
 async def chat_entry(server: AgentServer, request: Any, body: Any) -> Any:
@@ -35,7 +60,7 @@ async def chat_entry(server: AgentServer, request: Any, body: Any) -> Any:
         raise RequestError(400, "BAD_REQUEST", "the /chat body must be a JSON object")
     mode = body.get("mode", "fresh")
     if mode in ("fresh", "continue"):
-        started = await start_run(server, parse_start(body), request)
+        started = await start_run(server, parse_start(body), request, body)
         if not isinstance(started, dict):
             return started
         return server.stream.sse(int(started["startSequence"]))
@@ -74,13 +99,9 @@ async def chat_action(
         return server.stream.sse(start)
     if request.method != "POST":
         raise RequestError(405, "METHOD_NOT_ALLOWED", f"{action} takes POST")
-    text = await request.text()
-    try:
-        body = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise RequestError(400, "BAD_JSON", f"the body is not JSON: {exc}") from None
+    body = await read_json(request) or {}
     if action == "submit-tool-result":
-        return submit_tool_result(server, parse_tool_result(body))
+        return await submit_tool_result(server, parse_tool_result(body))
     reason = str(body.get("reason") or action) if isinstance(body, Mapping) else action
     if action == "abort":
         if not await server.abort_run(reason):
@@ -89,8 +110,8 @@ async def chat_action(
                 "paused",
             ):
                 server.stream.reopen()  # it holds the pause: the abort ends the run for good
-                server.stream.fail(f"aborted: {reason}")
-                server.sessions.update(status="failed", error=f"aborted: {reason}")
+                server.sessions.update(aborted=True)
+                end_run(server, error=f"aborted: {reason}")
                 return {"aborted": True, "status": "failed"}
             raise RequestError(409, "NOT_EXECUTING", "no run is executing to abort")
         return {"aborted": True, "reason": reason}

@@ -31,9 +31,9 @@ class RequestError(AgentServerError):
     """A request the server refuses: HTTP ``status``, a stable ``code``, a message, details —
     answered as ``{"error", "code", …}``, with the session's state untouched."""
 
-    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+    def __init__(self, http_status: int, code: str, message: str, **details: Any) -> None:
         super().__init__(message)
-        self.status = status
+        self.status = http_status
         self.code = code
         self.details = details
 

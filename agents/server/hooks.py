@@ -11,17 +11,20 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .contexts import EndpointContext
 
 __all__ = [
     "AbortResult",
-    "EndpointContext",
     "EndpointHandler",
     "ExecutionState",
     "LLMAdapterContext",
     "LLMAdapterFactory",
     "ServerHooks",
     "call_hook",
+    "execution_status",
 ]
 
 
@@ -38,6 +41,15 @@ class LLMAdapterContext:
 
 
 LLMAdapterFactory = Callable[[Any, LLMAdapterContext], Any]
+
+
+def execution_status(session_status: str) -> str:
+    """The seed's ``ExecutionState.status`` for a session status."""
+    if session_status == "active":
+        return "running"
+    if session_status.startswith("suspended_"):
+        return "paused"
+    return session_status
 
 
 class ExecutionState:
@@ -60,7 +72,10 @@ class ExecutionState:
 
     @property
     def status(self) -> str:
-        return str(self._server.session.status)
+        """The seed's execution status: ``idle``, ``running``, ``paused`` (suspended at a
+        human-in-the-loop boundary), ``interrupted``, ``completed`` or ``failed``. ``/status``
+        keeps the finer session status (``active``, ``suspended_client_tool`` …)."""
+        return execution_status(self._server.session.status)
 
     async def interrupt(self, reason: str = "interrupted") -> None:
         """A soft stop: the run ends after its current step (resumable)."""
@@ -71,18 +86,23 @@ class ExecutionState:
         await self._server.abort_run(reason)
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointContext:
-    env: Any
-    execution_state: ExecutionState
-    server: Any
-
-
-EndpointHandler = Callable[[Any, EndpointContext], Awaitable[Any]]
+EndpointHandler = Callable[[Any, "EndpointContext"], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
 class ServerHooks:
+    """The seed's ``ServerHooks``, each optional, sync or async, given one typed context
+    (:mod:`.contexts`):
+
+    * ``before_start(BeforeStartContext)`` / ``before_resume(BeforeResumeContext)`` /
+      ``before_retry(BeforeRetryContext)`` — may refuse with an :class:`AbortResult`;
+    * ``after_start(AfterStartContext)`` / ``after_resume(AfterResumeContext)`` /
+      ``after_retry(AfterRetryContext)`` — the run is running;
+    * ``on_complete(CompleteContext)`` — the run ended (completed, failed or interrupted);
+    * ``transform_request(raw_body, env)`` → the seed's start body;
+      ``transform_response(answer, TransformResponseContext)`` → what ``/start`` answers.
+    """
+
     before_start: Callable[..., Any] | None = None
     after_start: Callable[..., Any] | None = None
     before_resume: Callable[..., Any] | None = None

@@ -19,6 +19,8 @@ def stream_chunks(chunk: Mapping[str, Any], agent_id: str, agent_type: str) -> l
     """The stream chunks for one UI-message chunk (none for framing chunks)."""
     kind = chunk.get("type")
     base = {"agentId": agent_id, "agentType": agent_type}
+    if kind == "start" and chunk.get("messageId"):  # the assistant message the run writes
+        return [{"type": "message_start", "messageId": chunk["messageId"], **base}]
     if kind == "text-delta":
         return [{"type": "text_delta", "delta": str(chunk.get("delta", "")), **base}]
     if kind == "reasoning-delta":

@@ -18,6 +18,7 @@ __all__ = [
     "ResumeRequest",
     "StartRequest",
     "ToolResultRequest",
+    "merge_patch",
     "parse_resume",
     "parse_start",
     "parse_tool_result",
@@ -57,6 +58,8 @@ class StartRequest:
     root_session_id: str | None = None
     #: A parent's operation id: the same key twice re-attaches to the run it started.
     idempotency_key: str | None = None
+    #: ``input.state``: the agent's state for this run (None: keep the state it has).
+    state: Any = None
 
 
 def user_messages(message: Any) -> tuple[dict[str, Any], ...]:
@@ -117,6 +120,9 @@ def parse_start(body: Any) -> StartRequest:
     session_id = _text(body, "sessionId")
     data = _object(body.get("input"), "input")
     messages = user_messages(data.get("message"))
+    state = data.get("state")
+    if state is not None and not isinstance(state, Mapping):
+        raise _bad("input.state must be a JSON object", field="input.state")
     tags = body.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise _bad("tags must be a list of strings", field="tags")
@@ -135,6 +141,7 @@ def parse_start(body: Any) -> StartRequest:
         _text(body, "parentSessionId", required=False),
         _text(body, "rootSessionId", required=False),
         _text(body, "idempotencyKey", required=False),
+        dict(state) if state is not None else None,
     )
 
 
@@ -143,6 +150,9 @@ class ResumeRequest:
     mode: str
     checkpoint_id: str | None
     append_messages: tuple[dict[str, Any], ...]
+    #: The seed's ``modifyState``: a JSON merge patch (RFC 7396) of the agent's state, or — in
+    #: process, through :meth:`AgentServer.resume` — a function of the state to the new state.
+    modify_state: Any = None
 
 
 def parse_resume(body: Any) -> ResumeRequest:
@@ -160,7 +170,14 @@ def parse_resume(body: Any) -> ResumeRequest:
     if not isinstance(appended, list):
         raise _bad("options.appendMessages must be a list", field="options.appendMessages")
     messages = user_messages(appended) if appended else ()
-    return ResumeRequest(str(mode), checkpoint, messages)
+    patch = options.get("modifyState")
+    if patch is not None and not isinstance(patch, Mapping):
+        raise _bad(
+            "options.modifyState must be a JSON object: a merge patch of the agent's state "
+            f"(a key set to null is removed), got {type(patch).__name__}",
+            field="options.modifyState",
+        )
+    return ResumeRequest(str(mode), checkpoint, messages, patch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +185,25 @@ class ToolResultRequest:
     tool_call_id: str
     result: Any
     error: str | None
+    #: An approval's answer (``{approved, reason?}``) instead of a result; None: a result.
+    approved: bool | None = None
+    reason: str | None = None
 
 
 def parse_tool_result(body: Any) -> ToolResultRequest:
     body = _object(body, "the tool result body")
     call_id = _text(body, "toolCallId")
+    if "approved" in body:
+        approved = body["approved"]
+        if not isinstance(approved, bool):
+            raise _bad("approved must be true or false", field="approved")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise _bad("reason must be a string", field="reason")
+        return ToolResultRequest(call_id or "", None, None, approved, reason)
     if "result" not in body and "error" not in body:
-        raise _bad("a tool result needs result (or error)", field="result")
+        raise _bad("a tool result needs result (or error), or an approval's approved",
+                   field="result")  # fmt: skip
     error = body.get("error")
     if error is not None and not isinstance(error, str):
         raise _bad("error must be a string", field="error")
@@ -193,3 +222,18 @@ def query_int(params: Mapping[str, str], key: str, default: int, lo: int, hi: in
     if not lo <= value <= hi:
         raise _bad(f"{key} must be between {lo} and {hi}, got {value}", field=key)
     return value
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7396): objects merge key by
+    key, ``null`` removes a key, anything else replaces. (Ten lines of a short RFC: a library
+    for it would be a dependency on Cloudflare's Python runtime for no gain.)"""
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result

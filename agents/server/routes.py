@@ -11,33 +11,37 @@ message, logged, never a traceback.
 from __future__ import annotations
 
 import json
-import logging
 import re
+import traceback
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from workers import Response
 
-from .chat_routes import chat_action, chat_entry
+from .chat_routes import read_json
+from .chat_ui import handle_chat_stream
+from .contexts import ChatContext, EndpointContext, TransformResponseContext
 from .errors import RequestError, StreamRangeError
-from .hooks import AbortResult, EndpointContext, call_hook
-from .requests import parse_resume, parse_start, query_int
+from .hooks import AbortResult, call_hook
+from .requests import parse_start, query_int
 from .rollup import usage_report
-from .runs import children_settled, messages_page, resume_run, snapshot_of, start_run, status_of
+from .runs import children_settled, resume_request, start_run
+from .views import messages_page, snapshot_of, status_of
+from .workspace import workspace_report
 
 if TYPE_CHECKING:
     from .server import AgentServer
 
 __all__ = ["dispatch"]
 
-_log = logging.getLogger("agents.server")
 _CHAT = re.compile(
     r"(?:^|/)chat/(?P<id>[^/]+)/(?P<action>stream|submit-tool-result|interrupt|abort)$"
 )
+_ENTRY = re.compile(r"(?:^|/)chat$")
 _SETTLED = re.compile(r"(?:^|/)children/settled$")
 _ROUTE = re.compile(
     r"(?:^|/)(?P<name>start|resume|retry|interrupt|abort|status|sse|history|"
-    r"usage|messages|snapshot|chat)$"
+    r"usage|messages|snapshot|workspace)$"
 )
 _METHODS = {
     "start": "POST",
@@ -45,7 +49,6 @@ _METHODS = {
     "retry": "POST",
     "interrupt": "POST",
     "abort": "POST",
-    "chat": "POST",
 }
 
 
@@ -53,14 +56,7 @@ def _json(body: Any, status: int = 200) -> Any:
     return Response(json.dumps(body), status=status, headers={"content-type": "application/json"})
 
 
-async def _body(request: Any) -> Any:
-    text = await request.text()
-    if not text.strip():
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise RequestError(400, "BAD_JSON", f"the body is not JSON: {exc}") from None
+_body = read_json
 
 
 async def dispatch(server: AgentServer, request: Any) -> Any:
@@ -69,7 +65,7 @@ async def dispatch(server: AgentServer, request: Any) -> Any:
     try:
         for path, handler in server.endpoints.items():
             if url.path.endswith(path):
-                context = EndpointContext(server.env, server.execution_state, server)
+                context = EndpointContext(server.env, server.execution_state, server.log, server)
                 return await handler(request, context)
         answer = await _route(server, request, url.path, params)
     except RequestError as exc:
@@ -80,7 +76,10 @@ async def dispatch(server: AgentServer, request: Any) -> Any:
             exc.status,
         )
     except Exception as exc:
-        _log.exception("agent server %s: %s %s failed", server.name, request.method, url.path)
+        server.log.error(
+            f"agent server {server.name}: {request.method} {url.path} failed",
+            {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
+        )
         return _json({"error": f"{type(exc).__name__}: {exc}", "code": "INTERNAL"}, 500)
     if isinstance(answer, AbortResult):
         return answer.response
@@ -91,8 +90,20 @@ async def dispatch(server: AgentServer, request: Any) -> Any:
 
 async def _route(server: AgentServer, request: Any, path: str, params: dict[str, str]) -> Any:
     chat = _CHAT.search(path)
-    if chat is not None:
-        return await chat_action(server, request, chat["id"], chat["action"], params)
+    if chat is not None or _ENTRY.search(path) is not None:
+        if chat is None and request.method != "POST":
+            raise RequestError(405, "METHOD_NOT_ALLOWED", f"chat takes POST, not {request.method}")
+        context = ChatContext(
+            server.env,
+            server.execution_state,
+            server.log,
+            server,
+            chat["id"] if chat else None,
+            chat["action"] if chat else "chat",
+            params,
+        )
+        handler: Any = getattr(type(server), "chat_handler", None) or handle_chat_stream
+        return await handler(request, context)
     if _SETTLED.search(path) is not None and request.method == "POST":
         return await children_settled(server)
     match = _ROUTE.search(path)
@@ -108,13 +119,14 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
         raw = await _body(request)
         transform = server.hooks.transform_request
         body = await call_hook(transform, raw, server.env) if transform else raw
-        result = await start_run(server, parse_start(body), request)
+        result = await start_run(server, parse_start(body), request, body)
         if server.hooks.transform_response is not None and isinstance(result, dict):
-            context = {"session_id": result["sessionId"], "agent_type": server.session.agent_type}
-            return await call_hook(server.hooks.transform_response, result, context)
+            shaping = TransformResponseContext(result["sessionId"], server.session.agent_type or "")
+            return await call_hook(server.hooks.transform_response, result, shaping)
         return result
     if name in ("resume", "retry"):
-        return await resume_run(server, parse_resume(await _body(request)), retry=name == "retry")
+        body = await _body(request)
+        return await resume_request(server, body, retry=name == "retry", request=request)
     if name == "interrupt":
         body = await _body(request) or {}
         reason = (
@@ -130,8 +142,6 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
         if not await server.abort_run(reason):
             raise RequestError(409, "NOT_EXECUTING", "no run is executing to abort")
         return {"aborted": True, "reason": reason}
-    if name == "chat":
-        return await chat_entry(server, request, await _body(request))
     if name == "status":
         return status_of(server)
     if name == "sse":
@@ -144,7 +154,9 @@ async def _route(server: AgentServer, request: Any, path: str, params: dict[str,
         offset = query_int(params, "offset", 0, 0, 10**9)
         return messages_page(server, offset, query_int(params, "limit", 50, 1, 1000))
     if name == "snapshot":
-        return snapshot_of(server)
+        return await snapshot_of(server)
+    if name == "workspace":
+        return await workspace_report(server)
     mode = params.get("mode", "self")
     if mode not in ("self", "rollup", "entries"):
         raise RequestError(400, "BAD_REQUEST", f"mode must be rollup or entries, got {mode!r}")

@@ -9,38 +9,64 @@ vocabulary, :mod:`.mirror`) in the same synchronous step as the chat layer store
 SIGKILL the stream and the transcript agree and sequences carry on with no gap. The chat
 layer's chunk buffer is one chunk here for that reason.
 
-The HTTP surface is :mod:`.routes`; runs are started, resumed, interrupted and answered by
-:mod:`.runs`; usage rolls up across sub-agent objects in :mod:`.rollup`. Build a class with
+The HTTP surface is :mod:`.routes` (the read side in :mod:`.views`, the v7 chat routes in
+:mod:`.chat_ui` — the AI SDK's UI-message stream, :mod:`.uistream` — and :mod:`.chat_routes`);
+runs are started, resumed and retried by :mod:`.runs`, stop in :mod:`.outcomes`, and are
+answered by clients in :mod:`.toolresults`; a run's tools come from :mod:`.servedtools`
+(sub-agents :mod:`.subagents`, companions :mod:`.companions`); usage rolls up across sub-agent
+objects in :mod:`.rollup` (custom metrics: :mod:`.metrics`). Build a class with
 :func:`~agents.server.create_agent_server`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import itertools
 import json
-import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 from ..chat import AIChatAgent, ChatMessageOptions, ChatRecoveryConfig
+from ..chat.turn import TurnSpec, new_request_id
 from ..core.connections import Connection, ConnectionContext
 from ..core.portable import wait_until
-from ..providers import Tool, model_reply
-from .calls import pending_client_calls, text_of
-from .definition import AgentDefinition, SubAgentTool
+from ..providers import model_reply
+from .calls import pending_client_calls
+from .contexts import as_logger
+from .definition import AgentDefinition
 from .errors import AgentServerError, StreamRangeError
-from .hooks import ExecutionState, LLMAdapterContext, LLMAdapterFactory, ServerHooks, call_hook
+from .hooks import ExecutionState, LLMAdapterContext, LLMAdapterFactory, ServerHooks
+from .metrics import MetricStore
 from .mirror import stream_chunks
+from .outcomes import crashed, end_run, settle_run
 from .registry import AgentFactoryContext, AgentRegistry
+from .requests import ResumeRequest
+from .rollup import DOUsageStore, UsageStore, UsageStoreContext, entry_json
 from .routes import dispatch
+from .runs import resume_run
+from .servedtools import served_tools
 from .session import SessionRecord, SessionStore
 from .streams import SessionStream
-from .subagents import session_object_name, sub_agent_as_tool
+from .subagents import call_session
+from .workspace import WorkspaceContext
 
 __all__ = ["AgentServer", "pending_client_calls"]
 
-_log = logging.getLogger("agents.server")
+
+class _AutoResumeWake:
+    """The alarm share of ``auto_resume``: an active run keeps a wake-up close (see
+    :attr:`AgentServer.auto_resume_wake_ms`)."""
+
+    def __init__(self, server: AgentServer) -> None:
+        self._server = server
+
+    def next_wakeup(self, now: float) -> float | None:
+        server = self._server
+        if not server.auto_resume or server.sessions.get().status != "active":
+            return None
+        return now + server.auto_resume_wake_ms
 
 
 class AgentServer(AIChatAgent):
@@ -55,8 +81,24 @@ class AgentServer(AIChatAgent):
     #: After a crash, continue the run by itself (bounded chat recovery); else the session
     #: says ``interrupted`` and ``/resume`` continues it.
     auto_resume: ClassVar[bool] = False
+    #: With ``auto_resume``: while a run is active, the object's alarm is never further away
+    #: than this, so after a crash the runtime wakes the session by itself — at once when the
+    #: restart took longer — and recovery starts with no request. (The keep-alive heartbeat alone
+    #: is ``keep_alive_interval_ms``, 30 s by default.) One alarm per period while a run executes.
+    auto_resume_wake_ms: ClassVar[int] = 1_000
     interrupt_observation_deadline_ms: ClassVar[int] = 5_000
     heartbeat_ms: ClassVar[int] = 30_000
+    #: The seed's ``usageStore``: ``(env, UsageStoreContext) -> UsageStore``; None: the object's
+    #: own tables (:class:`~.rollup.DOUsageStore`).
+    usage_store_factory: ClassVar[Callable[[Any, Any], Any] | None] = None
+    #: ``(env, WorkspaceContext) -> WorkspaceRegistry`` for ``/workspace``; None: no support.
+    workspaces_factory: ClassVar[Callable[[Any, Any], Any] | None] = None
+    #: The seed's ``chatHandler``: ``(request, ChatContext) -> Response`` for the v7 chat
+    #: routes; None: :func:`~.chat_ui.handle_chat_stream` (the AI SDK's UI-message stream).
+    chat_handler: ClassVar[Callable[..., Any] | None] = None
+    #: The seed's ``logger`` option: None (the ``agents.server`` logging logger), a
+    #: :class:`logging.Logger`, or any object with ``debug/info/warn/error``.
+    logger: ClassVar[Any] = None
 
     @property
     def chat_recovery(self) -> Any:  # type: ignore[override]  # a class option made per class
@@ -66,23 +108,18 @@ class AgentServer(AIChatAgent):
 
     def _recovery_exhausted(self, ctx: Any) -> None:
         """Bounded recovery gave up on the run: it failed (the reason says why)."""
-        error = f"recovery gave up: {getattr(ctx, 'reason', None) or 'exhausted'}"
-        self.sessions.update(status="failed", error=error)
         self.stream.reopen()
-        self.stream.append(
-            {
-                "type": "run_failed",
-                "error": error,
-                "runId": self.session.run_id,
-                "agentId": self.session.session_id,
-            }
-        )
-        self.stream.fail(error)
+        end_run(self, error=f"recovery gave up: {getattr(ctx, 'reason', None) or 'exhausted'}")
 
     def __init__(self, ctx: Any, env: Any) -> None:
         # Built first: on_start (run by the base class's activation) reads the session.
         self.sessions = SessionStore(ctx.storage.sql, lambda: self._core.now())
+        self.metrics = MetricStore(ctx.storage.sql, lambda: self._core.now())
+        self.log = as_logger(type(self).logger)
+        self._usage_store: UsageStore | None = None
+        self._workspaces: Any = None
         super().__init__(ctx, env)
+        self._core.add_wakeup_sources(_AutoResumeWake(self))
         # The session stream mirrors what storage holds: every chunk is stored at once.
         self._chat_streams.buffer_size = 1  # type: ignore[misc]
         self.stream = SessionStream(self, heartbeat_ms=self.heartbeat_ms)
@@ -101,6 +138,30 @@ class AgentServer(AIChatAgent):
         return self.sessions.get()
 
     @property
+    def workspaces(self) -> Any:
+        """The session's workspace registry (the ``workspaces`` option), or None."""
+        factory: Any = getattr(type(self), "workspaces_factory", None)
+        if factory is None:
+            return None
+        if self._workspaces is None:
+            context = WorkspaceContext(self.session.session_id or self.name, self)
+            self._workspaces = factory(self.env, context)
+        return self._workspaces
+
+    @property
+    def usage_store(self) -> UsageStore:
+        """The session's usage store: the ``usage_store`` option's, else :class:`DOUsageStore`."""
+        if self._usage_store is None:
+            factory: Any = getattr(type(self), "usage_store_factory", None)
+            if factory is None:
+                self._usage_store = DOUsageStore(self)
+            else:
+                record = self.session
+                context = UsageStoreContext(record.session_id or self.name, record.agent_type)
+                self._usage_store = factory(self.env, context)
+        return self._usage_store
+
+    @property
     def is_executing(self) -> bool:
         return bool(self._chat_queue.busy)
 
@@ -117,19 +178,17 @@ class AgentServer(AIChatAgent):
         record = self.sessions.get()
         recovering = self.auto_resume and self._chat_recovering()
         if record.status == "active" and not self.is_executing and not recovering:
-            reason = "the process running this session stopped"
-            self.sessions.update(status="interrupted", error=None)
-            self.stream.append(
-                {
-                    "type": "run_interrupted",
-                    "reason": reason,
-                    "runId": record.run_id,
-                    "agentId": record.session_id,
-                }
-            )
-            self.stream.pause({"type": "interrupted", "reason": reason})
+            crashed(self)
 
     # -- the run: a chat turn driven by the model loop ------------------------------------------
+    def start_turn(self, *, continuation: bool) -> None:
+        """Run the session's next turn in the background (``ctx.waitUntil``): a new answer to
+        the last user message, or a ``continuation`` of the last assistant message."""
+        if continuation:
+            wait_until(self.ctx, self.continue_last_turn())
+        else:
+            wait_until(self.ctx, self._chat_enqueue(TurnSpec(new_request_id())))
+
     async def definition(self) -> AgentDefinition:
         record = self.session
         context = AgentFactoryContext(
@@ -147,10 +206,7 @@ class AgentServer(AIChatAgent):
         )
         factory: Any = getattr(type(self), "llm_adapter")  # noqa: B009 (a staticmethod)
         provider = factory(self.env, context)
-        tools: list[Tool] = [
-            sub_agent_as_tool(self, t) if isinstance(t, SubAgentTool) else t
-            for t in definition.tools
-        ]
+        tools = served_tools(self, definition)
         source = model_reply(
             self,
             options,
@@ -182,6 +238,54 @@ class AgentServer(AIChatAgent):
             record.run_id or "", record.step_count + 1, len(self.messages), parts
         )
         self.sessions.update(step_count=record.step_count + 1, checkpoint_id=checkpoint)
+
+    def record_metric(self, kind: str, name: str, value: float, *, key: str | None = None) -> None:
+        """Add a custom usage metric (``/usage``'s ``custom[kind][name]``) to this session;
+        a ``key`` seen before replaces its row (a repeat is not counted twice)."""
+        key = self.metrics.record(kind, name, value, run_id=self.session.run_id, key=key)
+        self.usage_event({"kind": "custom", "type": kind, "name": name, "value": value,
+                          "key": key, "at": int(self._core.now())})  # fmt: skip
+
+    async def resume(
+        self,
+        mode: str = "continue",
+        *,
+        checkpoint_id: str | None = None,
+        modify_state: Any = None,
+    ) -> Any:
+        """``/resume`` in process (a custom endpoint, a hook): ``modify_state`` may be a function
+        of the state (the seed's ``modifyState: (s) => s``) as well as a merge patch. Raises
+        :class:`~.errors.RequestError` as the route answers."""
+        request = ResumeRequest(mode, checkpoint_id, (), modify_state)
+        return await resume_run(self, request, retry=mode == "retry")
+
+    def record_usage(self, **fields: Any) -> Any:
+        """Tokens recorded by the model loop: in the object's table, and handed to a custom
+        ``usage_store`` as a ``tokens`` entry."""
+        entry = super().record_usage(**fields)
+        self.usage_event(entry_json(entry))
+        return entry
+
+    def usage_event(self, entry: Mapping[str, Any]) -> None:
+        """An entry for a custom ``usage_store`` (``record_entry``, in the background when it is
+        async). The default store reads the object's own tables: nothing to hand it."""
+        if getattr(type(self), "usage_store_factory", None) is None:
+            return
+        record = self.session
+        full = {"sessionId": record.session_id, "runId": record.run_id, **entry}
+        result = self.usage_store.record_entry(full)
+        if inspect.isawaitable(result):
+            wait_until(self.ctx, result)
+
+    def metric_recorder(self, scope: str) -> Callable[[str, str, float], None]:
+        """``record_metric`` for a hook's context: keyed by ``scope`` (the run and the hook)
+        and the order of the call within it, so a hook run again records once."""
+        order = itertools.count()
+
+        def record(kind: str, name: str, value: float) -> None:
+            self.record_metric(kind, name, value, key=f"{scope}:{next(order)}")
+
+        return record
 
     def request_interrupt(self, reason: str) -> asyncio.Event:
         """A durable soft interrupt: written now, observed by the running loop at its next
@@ -222,119 +326,27 @@ class AgentServer(AIChatAgent):
         return True
 
     async def _abort_children(self, children: list[str], reason: str) -> None:
-        namespace = self.sub_agent_namespace_of()
         for child in children:
-            stub = namespace.get(namespace.idFromName(session_object_name(child)))
             try:
-                body = json.dumps({"reason": f"parent aborted: {reason}"})
-                await stub.fetch("http://agent/abort", method="POST", body=body)
-            except Exception:
-                _log.warning(
-                    "session %s: could not abort child %s", self.name, child, exc_info=True
-                )
+                await call_session(self, child, "/abort", {"reason": f"parent aborted: {reason}"})
+            except Exception as exc:
+                self.log.warn(f"session {self.name}: could not abort child {child}",
+                              {"error": f"{type(exc).__name__}: {exc}"})  # fmt: skip
 
     async def on_chat_response(self, result: Mapping[str, Any]) -> None:
         try:
-            await self._settle_run(result)
+            await settle_run(self, result)
         finally:
             self.run_settled.set()
 
-    async def _settle_run(self, result: Mapping[str, Any]) -> None:
-        """The run's turn ended: its status, its stream's end (or pause), the hooks."""
-        status = result.get("status")
-        if status in ("skipped", "recovering"):
-            return
-        record = self.session
-        base = {"runId": record.run_id, "agentId": record.session_id}
-        message = result.get("message")
-        outcome: str
-        if self._abort_reason is not None or status == "aborted":
-            error = f"aborted: {self._abort_reason or 'the run was cancelled'}"
-            self._abort_reason = None
-            self.sessions.update(status="failed", error=error)
-            self.stream.append({"type": "run_failed", "error": error, **base})
-            self.stream.fail(error)
-            outcome = "failed"
-        elif status == "error":
-            error = str(result.get("error") or "the run failed")
-            self.sessions.update(status="failed", error=error)
-            self.stream.append({"type": "run_failed", "error": error, **base})
-            self.stream.fail(error)
-            outcome = "failed"
-        elif self._interrupt_seen is not None:
-            reason, self._interrupt_seen = self._interrupt_seen, None
-            self.sessions.update(status="interrupted", interrupt_reason=None)
-            self.stream.append({"type": "run_interrupted", "reason": reason, **base})
-            self.stream.pause({"type": "interrupted", "reason": reason})
-            outcome = "interrupted"
-        elif pending := pending_client_calls(message):
-            self.sessions.update(status="suspended_client_tool")
-            self.stream.append(
-                {"type": "run_suspended", "reason": "client_tool", "toolCalls": pending, **base}
-            )
-            self.stream.pause(
-                {
-                    "type": "suspended",
-                    "reason": "client_tool",
-                    "sessionId": record.session_id,
-                    "toolCalls": pending,
-                }
-            )
-            return
-        elif waiting := [c.session_id for c in self.sessions.children() if c.status == "suspended"]:
-            self.sessions.update(status="suspended_awaiting_children")
-            self.stream.append(
-                {
-                    "type": "run_suspended",
-                    "reason": "awaiting_children",
-                    "children": waiting,
-                    **base,
-                }
-            )
-            self.stream.pause(
-                {
-                    "type": "suspended",
-                    "reason": "awaiting_children",
-                    "sessionId": record.session_id,
-                    "children": waiting,
-                }
-            )
-            return
-        else:
-            output = text_of(message)
-            self.sessions.update(status="completed", output=output, error=None)
-            self.stream.append({"type": "run_completed", "output": output, **base})
-            self.stream.finish(output)
-            outcome = "completed"
-        record = self.session
-        if record.parent_session_id:
-            wait_until(self.ctx, self._tell_parent(record.parent_session_id))
-        await call_hook(
-            self.hooks.on_complete,
-            {
-                "env": self.env,
-                "session_id": record.session_id,
-                "run_id": record.run_id,
-                "status": outcome,
-                "result": record.output,
-                "error": record.error,
-            },
-        )
-
-    async def _tell_parent(self, parent: str) -> None:
+    async def tell_parent(self, parent: str) -> None:
         """This child's run ended: a parent suspended on it goes on (``/children/settled``)."""
         try:
-            namespace = self.sub_agent_namespace_of()
-            stub = namespace.get(namespace.idFromName(session_object_name(parent)))
-            body = json.dumps({"childSessionId": self.session.session_id})
-            await stub.fetch("http://agent/children/settled", method="POST", body=body)
-        except Exception:
-            _log.warning(
-                "session %s: could not tell parent %s its run ended",
-                self.session.session_id,
-                parent,
-                exc_info=True,
-            )
+            body = {"childSessionId": self.session.session_id}
+            await call_session(self, parent, "/children/settled", body)
+        except Exception as exc:
+            self.log.warn(f"session {self.name}: could not tell parent {parent} its run ended",
+                          {"error": f"{type(exc).__name__}: {exc}"})  # fmt: skip
 
     # -- clients --------------------------------------------------------------------------------
     def should_send_protocol_messages(self, connection: Connection, ctx: ConnectionContext) -> bool:

@@ -38,10 +38,17 @@ _COLUMNS = (
     "parent_session_id",
     "root_session_id",
     "run_start_sequence",
+    "aborted",
+    "interrupt_context",
     "created_at",
     "updated_at",
 )
-_JSON = frozenset({"output", "tags", "metadata"})
+_JSON = frozenset({"output", "tags", "metadata", "interrupt_context"})
+#: Columns added after the first release: added to an older table on activation.
+_ADDED = {
+    "cf_server_session": {"aborted": "INTEGER NOT NULL DEFAULT 0", "interrupt_context": "TEXT"},
+    "cf_server_children": {"settled_at": "INTEGER"},
+}
 
 
 @dataclass
@@ -63,6 +70,11 @@ class SessionRecord:
     root_session_id: str | None = None
     #: The stream sequence the current run started at (a parent reads its child from there).
     run_start_sequence: int = 0
+    #: The run was stopped by an abort (a hard stop: neither resumed nor retried).
+    aborted: bool = False
+    #: Why and when the run was interrupted (``reason``, ``source``: request | crash,
+    #: ``runId``, ``stepCount``, ``interruptedAt``), while it is.
+    interrupt_context: dict[str, Any] | None = None
     created_at: int = 0
     updated_at: int = 0
 
@@ -74,7 +86,15 @@ class ChildRef:
     tool_call_id: str
     mode: str  # "ephemeral" | "persistent"
     name: str | None
-    status: str
+    status: str  # active | suspended | completed | failed
+    created_at: int | None = None
+    #: When its last call ended (completed or failed), for the sub-agent stats' durations.
+    settled_at: int | None = None
+
+
+def _bindable(value: Any) -> Any:
+    """A bool as the INTEGER SQLite stores (a JavaScript boolean does not bind on Cloudflare)."""
+    return int(value) if isinstance(value, bool) else value
 
 
 class SessionStore:
@@ -87,15 +107,22 @@ class SessionStore:
   step_count INTEGER NOT NULL DEFAULT 0, output TEXT, error TEXT, checkpoint_id TEXT,
   user_id TEXT, tags TEXT, metadata TEXT, interrupt_reason TEXT, parent_session_id TEXT,
   root_session_id TEXT, run_start_sequence INTEGER NOT NULL DEFAULT 0,
+  aborted INTEGER NOT NULL DEFAULT 0, interrupt_context TEXT,
   created_at INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL DEFAULT 0)""",
         """CREATE TABLE IF NOT EXISTS cf_server_checkpoints (
   id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL,
   message_count INTEGER NOT NULL, part_count INTEGER NOT NULL, created_at INTEGER NOT NULL)""",
         """CREATE TABLE IF NOT EXISTS cf_server_children (
   session_id TEXT PRIMARY KEY, agent_type TEXT NOT NULL, tool_call_id TEXT NOT NULL,
-  mode TEXT NOT NULL, name TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL)""",
+  mode TEXT NOT NULL, name TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL,
+  settled_at INTEGER)""",
+        """CREATE TABLE IF NOT EXISTS cf_server_subagent_calls (
+  tool_call_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, agent_type TEXT NOT NULL,
+  status TEXT NOT NULL, started_at INTEGER NOT NULL, settled_at INTEGER)""",
         """CREATE TABLE IF NOT EXISTS cf_server_run_keys (
   key TEXT PRIMARY KEY, run_id TEXT NOT NULL, start_sequence INTEGER NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS cf_server_client_results (
+  tool_call_id TEXT PRIMARY KEY, owner_session_id TEXT NOT NULL, completed_at INTEGER NOT NULL)""",
     )
 
     def __init__(self, sql: Any, now: Callable[[], float]) -> None:
@@ -104,6 +131,11 @@ class SessionStore:
         self._now = now
         for statement in self.SCHEMA:
             self._sql(statement)
+        for table, columns in _ADDED.items():
+            present = {str(r["name"]) for r in self._sql(f"PRAGMA table_info({table})")}
+            for column, ddl in columns.items():
+                if column not in present:
+                    self._sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
 
     def get(self) -> SessionRecord:
         rows = self._sql(f"SELECT {', '.join(_COLUMNS)} FROM cf_server_session WHERE id = 1")
@@ -115,6 +147,7 @@ class SessionStore:
             values[key] = json.loads(raw) if raw is not None else None
         values["tags"] = values["tags"] or []
         values["metadata"] = values["metadata"] or {}
+        values["aborted"] = bool(values["aborted"])
         return SessionRecord(**values)
 
     def update(self, **fields: Any) -> SessionRecord:
@@ -128,7 +161,8 @@ class SessionStore:
         record.updated_at = now
         record.created_at = record.created_at or now
         values = [
-            json.dumps(getattr(record, c)) if c in _JSON else getattr(record, c) for c in _COLUMNS
+            json.dumps(getattr(record, c)) if c in _JSON else _bindable(getattr(record, c))
+            for c in _COLUMNS
         ]
         self._sql(
             f"INSERT OR REPLACE INTO cf_server_session (id, {', '.join(_COLUMNS)}) "
@@ -157,33 +191,92 @@ class SessionStore:
 
     # -- children -------------------------------------------------------------------------------
     def add_child(self, child: ChildRef) -> None:
+        """Remember a child session; a persistent child called again becomes active again."""
+        now = int(self._now())
         self._sql(
-            "INSERT OR IGNORE INTO cf_server_children VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO cf_server_children (session_id, agent_type, tool_call_id, mode, name, "
+            "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE "
+            "SET tool_call_id = excluded.tool_call_id, status = excluded.status, "
+            "created_at = excluded.created_at, settled_at = NULL "
+            "WHERE cf_server_children.tool_call_id != excluded.tool_call_id",
             child.session_id,
             child.agent_type,
             child.tool_call_id,
             child.mode,
             child.name,
             child.status,
-            int(self._now()),
+            now,
+        )
+        self._sql(
+            "INSERT OR IGNORE INTO cf_server_subagent_calls VALUES (?, ?, ?, ?, ?, NULL)",
+            child.tool_call_id,
+            child.session_id,
+            child.agent_type,
+            child.status,
+            now,
         )
 
     def set_child_status(self, session_id: str, status: str) -> None:
+        """The child's current call stands at ``status`` (its call row too)."""
+        settled = int(self._now()) if status in ("completed", "failed") else None
         self._sql(
-            "UPDATE cf_server_children SET status = ? WHERE session_id = ?", status, session_id
+            "UPDATE cf_server_children SET status = ?, settled_at = ? WHERE session_id = ?",
+            status,
+            settled,
+            session_id,
         )
+        self._sql(
+            "UPDATE cf_server_subagent_calls SET status = ?, settled_at = ? WHERE tool_call_id = "
+            "(SELECT tool_call_id FROM cf_server_children WHERE session_id = ?)",
+            status,
+            settled,
+            session_id,
+        )
+
+    def sub_agent_calls(self) -> list[tuple[str, str, int]]:
+        """Every sub-agent call: (agent type, status, duration ms), for the usage stats."""
+        rows = self._sql(
+            "SELECT agent_type, status, started_at, settled_at FROM cf_server_subagent_calls"
+        )
+        return [
+            (
+                str(r["agent_type"]),
+                str(r["status"]),
+                int(r["settled_at"] - r["started_at"]) if r["settled_at"] is not None else 0,
+            )
+            for r in rows
+        ]
 
     def children(self) -> list[ChildRef]:
         rows = self._sql(
-            "SELECT session_id, agent_type, tool_call_id, mode, name, status "
-            "FROM cf_server_children ORDER BY created_at, session_id"
+            "SELECT session_id, agent_type, tool_call_id, mode, name, status, created_at, "
+            "settled_at FROM cf_server_children ORDER BY created_at, session_id"
         )
         return [ChildRef(**dict(r)) for r in rows]
+
+    # -- client tool results ----------------------------------------------------------------------
+    def record_client_result(self, tool_call_id: str, owner_session_id: str) -> None:
+        """A client tool call was answered (here, or forwarded to ``owner_session_id``)."""
+        self._sql(
+            "INSERT OR IGNORE INTO cf_server_client_results VALUES (?, ?, ?)",
+            tool_call_id,
+            owner_session_id,
+            int(self._now()),
+        )
+
+    def completed_client_calls(self) -> dict[str, int]:
+        """The seed's ``completedClientToolCalls``: tool call id -> when it was answered (ms)."""
+        rows = self._sql("SELECT tool_call_id, completed_at FROM cf_server_client_results")
+        return {str(r["tool_call_id"]): int(r["completed_at"]) for r in rows}
 
     # -- run keys -------------------------------------------------------------------------------
     def run_for_key(self, key: str) -> tuple[str, int] | None:
         rows = self._sql("SELECT run_id, start_sequence FROM cf_server_run_keys WHERE key = ?", key)
         return (str(rows[0]["run_id"]), int(rows[0]["start_sequence"])) if rows else None
+
+    def rename_run(self, previous: str, run_id: str) -> None:
+        """A resumed run goes on as ``run_id``: a parent's key for ``previous`` now names it."""
+        self._sql("UPDATE cf_server_run_keys SET run_id = ? WHERE run_id = ?", run_id, previous)
 
     def remember_key(self, key: str, run_id: str, start_sequence: int) -> None:
         self._sql(

@@ -55,7 +55,7 @@ from ..core.protocol import dumps, parse_frame
 from ..core.sql import execute, query_rows
 from .errors import StreamClosedError, StreamPayloadError, StreamRangeError
 
-__all__ = ["SessionStream"]
+__all__ = ["SessionStream", "SseFormat"]
 
 _TABLE = "cf_server_stream_chunks"
 #: The attachment flag that makes a WebSocket connection a reader of the stream.
@@ -65,17 +65,42 @@ _WHOLE = re.compile(r"-?[0-9]+")
 _PONG = '{"type":"pong"}'
 
 
+class SseFormat:
+    """How one SSE response writes the session's events: the session protocol itself (this
+    class), or a translation of it (:class:`~.uistream.UIMessageFormat`, the AI SDK's
+    UI-message stream). ``head`` is written first; ``chunk`` and ``end`` return the SSE text of
+    a stored chunk and of the terminal event (empty: nothing to write). A format may keep state:
+    each response gets its own instance, and sees every event once, in order."""
+
+    #: Formats that are the same for every reader share their encoded bytes.
+    shared: ClassVar[bool] = True
+
+    def head(self) -> str:
+        return ""
+
+    def chunk(self, sequence: int, chunk_text: str) -> str:
+        return f"data: {_chunk_event(sequence, chunk_text)}\n\n"
+
+    def end(self, event_text: str) -> str:
+        return f"data: {event_text}\n\n"
+
+
+_SESSION_FORMAT = SseFormat()
+
+
 class _SseReader:
-    """One SSE response: its writer, where its replay stands, and the terminal it ends with."""
+    """One SSE response: its writer, its format, where its replay stands, and the terminal it
+    ends with."""
 
-    __slots__ = ("end", "live", "next_sequence", "writer")
+    __slots__ = ("end", "format", "live", "next_sequence", "writer")
 
-    def __init__(self, writer: Any, next_sequence: int) -> None:
+    def __init__(self, writer: Any, next_sequence: int, fmt: SseFormat) -> None:
         self.writer = writer
         self.next_sequence = next_sequence
+        self.format = fmt
         self.live = False
-        #: (last sequence before it, event bytes): the terminal this response ends with.
-        self.end: tuple[int, Any] | None = None
+        #: (last sequence before it, event text): the terminal this response ends with.
+        self.end: tuple[int, str] | None = None
 
 
 class SessionStream:
@@ -166,7 +191,7 @@ class SessionStream:
             int(Date.now()),
         )
         sequence = int(rows[0]["sequence"])
-        self._publish(_chunk_event(sequence, text))
+        self._publish(_chunk_event(sequence, text), chunk=(sequence, text))
         return sequence
 
     def finish(self, final_output: Any) -> None:
@@ -220,6 +245,31 @@ class SessionStream:
             "hasMore": len(rows) > limit,
             "latestSequence": self.latest_sequence,
         }
+
+    def message_start(self, agent_id: str, since: int = 0) -> tuple[int, str] | None:
+        """Where the latest assistant message of ``agent_id`` (from ``since`` on) began: the
+        sequence of its first ``message_start`` chunk and its id (a message continued after a
+        client's answer has several). None when there is none."""
+        rows = query_rows(
+            self._sql,
+            f"SELECT sequence, json_extract(chunk, '$.messageId') AS id FROM {_TABLE} "
+            "WHERE sequence >= ? AND json_extract(chunk, '$.type') = 'message_start' "
+            "AND json_extract(chunk, '$.agentId') = ? ORDER BY sequence DESC LIMIT 1",
+            max(int(since), 0),
+            agent_id,
+        )
+        if not rows:
+            return None
+        message_id = str(rows[0]["id"])
+        first = query_rows(
+            self._sql,
+            f"SELECT min(sequence) AS n FROM {_TABLE} WHERE sequence >= ? "
+            "AND json_extract(chunk, '$.type') = 'message_start' "
+            "AND json_extract(chunk, '$.messageId') = ?",
+            max(int(since), 0),
+            message_id,
+        )
+        return int(first[0]["n"]), message_id
 
     def check_from_sequence(self, value: Any) -> int:
         """``value`` (a query parameter's text, an int, or None for "absent" = 0) as a sequence
@@ -276,21 +326,27 @@ class SessionStream:
         )
 
     # -- SSE --------------------------------------------------------------------------------------
-    def sse(self, from_sequence: int = 0) -> Response:
+    def sse(self, from_sequence: int = 0, fmt: SseFormat | None = None) -> Response:
         """A ``text/event-stream`` response: the chunks from ``from_sequence``, then live ones,
         until a terminal event (stored or live), after which it closes. A heartbeat comment
         (``: heartbeat``) is written every ``heartbeat_ms`` while it is open. Raises
         :class:`StreamRangeError` for a ``from_sequence`` outside ``0..latest_sequence + 1``."""
         start = self.check_from_sequence(from_sequence)
         stream = TransformStream.new()
-        reader = _SseReader(stream.writable.getWriter(), start)
+        fmt = fmt or _SESSION_FORMAT
+        reader = _SseReader(stream.writable.getWriter(), start, fmt)
         if self._terminal is not None:
-            reader.end = (self.latest_sequence, self._sse_bytes(self._terminal))
+            reader.end = (self.latest_sequence, self._terminal)
+        head = fmt.head()
+        if head:
+            self._write(reader, self._encoder.encode(head))
         self._sse.append(reader)
         wait_until(self._ctx, self._serve(reader))
         if self._heartbeat_s > 0 and self._ticker is None:
             self._ticker = wait_until(self._ctx, self._beat())
-        return Response(stream.readable, headers=dict(self.SSE_HEADERS))
+        headers = dict(self.SSE_HEADERS)
+        headers.update(getattr(fmt, "headers", {}))
+        return Response(stream.readable, headers=headers)
 
     async def _serve(self, reader: _SseReader) -> None:
         """Replay, go live, then wait for the response to end (however it ends) to drop it."""
@@ -313,10 +369,9 @@ class SessionStream:
             upto = reader.end[0] if reader.end is not None else None
             rows = self._rows(reader.next_sequence, self.REPLAY_PAGE, upto)
             if rows:  # one write per page: a replay costs per page, not per chunk
-                page = "".join(
-                    f"data: {_chunk_event(int(row['sequence']), row['chunk'])}\n\n" for row in rows
-                )
-                if not self._write(reader, self._encoder.encode(page)):
+                fmt = reader.format
+                page = "".join(fmt.chunk(int(row["sequence"]), row["chunk"]) for row in rows)
+                if page and not self._write(reader, self._encoder.encode(page)):
                     return
                 reader.next_sequence = int(rows[-1]["sequence"]) + 1
             if len(rows) < self.REPLAY_PAGE:
@@ -339,8 +394,10 @@ class SessionStream:
             return False
         return True
 
-    def _close_sse(self, reader: _SseReader, data: Any) -> None:
-        if self._write(reader, data):
+    def _close_sse(self, reader: _SseReader, event_text: str) -> None:
+        """Write the terminal ``event_text`` in the reader's format and close the response."""
+        data = reader.format.end(event_text)
+        if not data or self._write(reader, self._encoder.encode(data)):
             _handled(reader.writer.close())
         self._drop(reader)
 
@@ -359,9 +416,6 @@ class SessionStream:
             await asyncio.sleep(self._heartbeat_s)
             for reader in list(self._sse):
                 self._write(reader, self._heartbeat_bytes)
-
-    def _sse_bytes(self, event: str) -> Any:
-        return self._encoder.encode(f"data: {event}\n\n")
 
     # -- WebSocket --------------------------------------------------------------------------------
     def attach(self, connection: Connection, from_sequence: int = 0) -> None:
@@ -401,19 +455,29 @@ class SessionStream:
         return self._sockets
 
     # -- delivery ---------------------------------------------------------------------------------
-    def _publish(self, event: str, end_after: int | None = None) -> None:
+    def _publish(
+        self, event: str, end_after: int | None = None, chunk: tuple[int, str] | None = None
+    ) -> None:
         """Send ``event`` to every live reader; ``end_after`` (a terminal's last sequence) also
-        closes the SSE responses and hands it to those still replaying."""
+        closes the SSE responses and hands it to those still replaying. ``chunk`` (sequence,
+        stored text) is the event's chunk, for readers whose format translates it."""
         if self._sse:
-            data = self._sse_bytes(event)
+            shared: Any = None  # the session format's bytes, encoded once for every reader
             for reader in list(self._sse):
-                if end_after is None:
+                if end_after is not None:
                     if reader.live:
-                        self._write(reader, data)
-                elif reader.live:
-                    self._close_sse(reader, data)
-                elif reader.end is None:
-                    reader.end = (end_after, data)
+                        self._close_sse(reader, event)
+                    elif reader.end is None:
+                        reader.end = (end_after, event)
+                    continue
+                if not reader.live or chunk is None:
+                    continue
+                if reader.format.shared:
+                    if shared is None:
+                        shared = self._encoder.encode(reader.format.chunk(*chunk))
+                    self._write(reader, shared)
+                elif text := reader.format.chunk(*chunk):
+                    self._write(reader, self._encoder.encode(text))
         sockets = self._readers()
         for connection_id, ws in list(sockets.items()):
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "banner",
     "browsable_url",
     "http_url",
+    "looks_secret",
     "read_server_record",
     "remove_server_record",
     "write_server_record",
@@ -94,6 +96,17 @@ def remove_server_record(path: Path) -> None:
         pass
 
 
+#: A variable named like a credential (``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*PASSWORD*``, any
+#: case): its value is never printed, wherever it came from — ``--var OPENAI_API_KEY:…`` included,
+#: which is the usual way a key reaches a one-off run.
+_SECRET_NAME = re.compile(r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD", re.IGNORECASE)
+
+
+def looks_secret(name: str) -> bool:
+    """Whether variable ``name`` is named like a credential (its value is then hidden)."""
+    return _SECRET_NAME.search(name) is not None
+
+
 _DURABILITY_LINES = {
     "power": "power (each commit fsynced before its output leaves)",
     "process": "process (commits survive a crash of doemu, not of the machine)",
@@ -112,7 +125,8 @@ def banner(
     """What is being served and where; the last line is the exact one harnesses wait for.
 
     ``url`` is one a browser can open (loopback for a wildcard bind, whose LAN address follows).
-    Variables are listed by name; a ``.dev.vars`` secret's value is never printed.
+    Variables are listed by name; the value of a ``.dev.vars`` secret, or of any variable named
+    like a credential (:func:`looks_secret`), is never printed.
     """
     persist = (
         f"{display_path(runtime.persist_dir)} (persistent)"
@@ -142,7 +156,7 @@ def banner(
     for line in binding_lines(runtime):
         click.echo(f"  {line}")
     for key, shown in dev_vars.shown().items():
-        click.echo(f"  var:     {key} = {shown}")
+        click.echo(f"  var:     {key} = {'(hidden)' if looks_secret(key) else shown}")
     if dev_vars.source is not None:
         click.echo(f"  secrets: from {display_path(dev_vars.source)} (values hidden)")
     if len(runtime.alarms):

@@ -94,7 +94,8 @@ def _error(status, code, message):
 
 def _body_for(session_id, rest, text):
     """The body to forward: ``/start`` and ``/chat`` get the path's session id (a different one
-    in the body would make this object host another session's name). None: refuse it."""
+    in the body would make this object host another session's name; for the AI SDK's ``useChat``
+    request it is the body's ``id``). None: refuse it."""
     if rest not in _NAMES_SESSION or not text.strip():
         return text
     try:
@@ -103,6 +104,8 @@ def _body_for(session_id, rest, text):
         return text  # the object answers the 400 itself, naming the JSON error
     if not isinstance(body, dict):
         return text
+    if rest == "/chat" and "messages" in body:  # the AI SDK's useChat: the session is its id
+        return json.dumps(body) if body.setdefault("id", session_id) == session_id else None
     if body.setdefault("sessionId", session_id) != session_id:
         return None
     return json.dumps(body)
