@@ -29,7 +29,7 @@ class SyncStart(Agent):
     async def ping(self) -> str:
         return "pong"
 
-    def on_request(self, request: Any) -> Any:  # type: ignore[override]
+    def on_request(self, request: Any) -> Any:
         from workers import Response
 
         return Response("sync request hook")
