@@ -130,7 +130,7 @@ class AnthropicMessages(HttpAdapter):
                 if kind == "message_start":
                     message = data.get("message") or {}
                     input_tokens = int((message.get("usage") or {}).get("input_tokens", 0))
-                    yield Started({"messageId": message.get("id")})
+                    yield Started({"messageId": message.get("id")}, input_tokens)
                 elif kind == "content_block_start":
                     blocks[int(data["index"])] = dict(data.get("content_block") or {}, json="")
                 elif kind == "content_block_delta":

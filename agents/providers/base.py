@@ -58,10 +58,13 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """The provider's handle for the request (e.g. ``{"responseId": …}``), known once it was
-    accepted: the loop stores it durably before it can be needed."""
+    """The provider accepted the request: its handle (e.g. ``{"responseId": …}``), which the
+    loop stores durably before it can be needed, and the input tokens when the provider says
+    them up front (Anthropic's ``message_start``), recorded at once: a request cut later was
+    still billed for them."""
 
     handle: Mapping[str, Any]
+    input_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

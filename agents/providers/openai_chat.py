@@ -17,6 +17,7 @@ from .base import (
     Finished,
     ModelCall,
     ProviderEvent,
+    Started,
     Strategy,
     TextDelta,
     ToolCallDone,
@@ -102,7 +103,7 @@ class OpenAIChatCompletions(HttpAdapter):
         headers = {"authorization": f"Bearer {self._key}", "content-type": "application/json"}
         source = post_sse(self.fetch, self.name, f"{self.base_url}/chat/completions", headers, body)
         calls: dict[int, dict[str, str]] = {}
-        reason, usage = "stop", None
+        reason, usage, started = "stop", None, False
         try:
             async for event in source:
                 if event.data.strip() == "[DONE]":
@@ -119,6 +120,9 @@ class OpenAIChatCompletions(HttpAdapter):
                     continue
                 if not isinstance(data, dict):
                     continue
+                if not started:  # the first chunk: the request was accepted (and is billed)
+                    started = True
+                    yield Started({})  # nothing to re-attach to: no handle
                 if data.get("error"):
                     error = data["error"]
                     message = error.get("message") if isinstance(error, dict) else error
