@@ -62,12 +62,15 @@ def responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
 
 
 def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    # ``strict`` is a required field of the API's function tool; strict schemas would demand
+    # ``additionalProperties: false`` and every property required, which a Tool need not say.
     return [
         {
             "type": "function",
             "name": t.name,
             "description": t.description,
             "parameters": dict(t.parameters),
+            "strict": False,
         }
         for t in tools
     ]
