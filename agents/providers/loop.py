@@ -224,12 +224,12 @@ async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
         if call_id in ids:
             continue
         event = ToolCallDone(call_id, name, args)
-        for chunk in reply.tool_call(event, cp.step, position):
+        for chunk in reply.tool_call(event, cp.step, position):  # the call joins the items here
             yield chunk
         tool = reply.tools.get(name)
         if tool is None or tool.execute is not None:
             if (
-                chunk := await reply.settle(call_id, name, args, position, stored=True)
+                chunk := await reply.settle(call_id, name, args, position, stored=False)
             ) is not None:
                 yield chunk
     yield {"type": "finish-step"}

@@ -18,7 +18,17 @@ from __future__ import annotations
 
 from .counter import CounterServer
 from .fake_llm import FakeLLM
-from .script import DEFAULT_REPLY, Api, Generation, GenerationStatus, Reply, Stats, Text, ToolUse
+from .script import (
+    DEFAULT_REPLY,
+    Api,
+    Generation,
+    GenerationStatus,
+    Reply,
+    Retrieval,
+    Stats,
+    Text,
+    ToolUse,
+)
 
 __all__ = [
     "DEFAULT_REPLY",
@@ -28,6 +38,7 @@ __all__ = [
     "Generation",
     "GenerationStatus",
     "Reply",
+    "Retrieval",
     "Stats",
     "Text",
     "ToolUse",
