@@ -11,14 +11,26 @@ switch and one ``JsException`` type:
 * :class:`JsException`: a JavaScript error raised into Python (``pyodide.ffi.JsException``):
   *not* a ``TypeError``/``ValueError`` whatever the JavaScript error's name, so ``except
   TypeError:`` behaves as on Cloudflare; ``str()`` is JavaScript's ``"Name: message"``.
+* :func:`check_rpc_value` / :func:`from_rpc_result`: the Python SDK's conversions of values that
+  cross to JavaScript and back (RPC, ``ctx.storage``), with :class:`JsDict`.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-__all__ = ["JsException", "JsProxy", "is_strict", "set_strict"]
+__all__ = [
+    "JsDict",
+    "JsException",
+    "JsProxy",
+    "check_rpc_value",
+    "from_rpc_result",
+    "is_strict",
+    "set_strict",
+]
 
 _strict = True
 
@@ -43,13 +55,31 @@ class JsProxy:
 
     __slots__ = ()
 
+    #: The JavaScript constructor's name (``value.constructor.name``).
+    js_constructor: ClassVar[str] = "Object"
+
     @property
     def typeof(self) -> str:
         return "object"
 
+    @property
+    def constructor(self) -> Any:
+        """``value.constructor``: what code checks as ``value.constructor.name == "Array"``."""
+        return _Constructor(self.js_constructor)
+
     def to_py(self, *, depth: int = -1, default_converter: Callable[..., Any] | None = None) -> Any:
         """The value as Python data (Pyodide's deep conversion)."""
         return self
+
+
+class _Constructor:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"function {self.name}() {{ [native code] }}"
 
 
 class JsException(JsProxy, Exception):
@@ -78,3 +108,50 @@ class JsException(JsProxy, Exception):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.message}"
+
+
+class JsDict(dict[str, Any]):
+    """A JS object come back through the Python SDK: a dict whose keys also read as attributes
+    (the SDK's ``workers.rpc.JsDict``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _refuse_for_rpc(value: Any) -> None:
+    if isinstance(value, tuple | bytearray):
+        raise TypeError(f"{type(value)} cannot be sent over RPC.")
+    if inspect.isawaitable(value):
+        raise TypeError(f"Awaitable {type(value)} cannot be sent over RPC.")
+
+
+def check_rpc_value(value: Any) -> None:
+    """Refuse what the Python SDK refuses to hand to JavaScript (RPC, ``ctx.storage``), anywhere
+    inside ``value``: a ``tuple``, a ``bytearray``, an awaitable, with the SDK's ``TypeError``."""
+    _refuse_for_rpc(value)
+    if isinstance(value, dict):
+        for item in value.values():
+            check_rpc_value(item)
+    elif isinstance(value, list | set | frozenset):
+        for item in value:
+            check_rpc_value(item)
+
+
+def from_rpc_result(value: Any) -> Any:
+    """A value come back from JavaScript as the SDK gives it to Python (observed on workerd):
+    objects as :class:`JsDict` (nested too), ArrayBuffers as ``memoryview``, a number that holds
+    an integer as ``int``, an aware ``datetime`` as a naive local one (a JS ``Date``)."""
+    if isinstance(value, bytes):
+        return memoryview(value)
+    if isinstance(value, dict):
+        return JsDict({str(k): from_rpc_result(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [from_rpc_result(item) for item in value]
+    if type(value) is float and value.is_integer():
+        return int(value)
+    if isinstance(value, _dt.datetime) and value.tzinfo is not None:
+        return value.astimezone().replace(tzinfo=None)
+    return value

@@ -27,7 +27,7 @@ from typing import Any
 from .alarms import AlarmKey, AlarmService
 from .clock import Clock, SystemClock
 from .compat import set_clock, set_env, set_output_gate, set_wait_until
-from .compat.boundary import set_strict
+from .compat.boundary import accept_promise, set_strict
 from .compat.outbound import close_clients
 from .config import Durability
 from .errors import DoemuError
@@ -242,7 +242,15 @@ class Runtime:
         self.alarms.release()
 
     def _wait_until(self, awaitable: Awaitable[Any]) -> None:
-        """``workers.waitUntil``: the current object's ``ctx.waitUntil``, else the request's."""
+        """``workers.waitUntil``: the current object's ``ctx.waitUntil``, else the request's.
+
+        Cloudflare's module-level ``waitUntil`` is the JavaScript one, unpatched: a coroutine or
+        a bare task fails there as in a Durable Object's ``ctx.waitUntil``, wherever it is
+        called (see :func:`~doemu.compat.boundary.accept_promise`)."""
+        promise = accept_promise(awaitable, "waitUntil")
+        if promise is None:
+            return
+        awaitable = promise
         host = current_host.get()
         if host is not None:
             host.wait_until(awaitable)

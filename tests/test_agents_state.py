@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agents import Agent, StateValidationError
+from agents import Agent
+from doemu.jsboundary import JsException
 from doemu.testing import WorkerHarness
 from doemu.testing.plugin import HarnessFactory
 
@@ -139,7 +140,8 @@ async def test_falsy_states_are_states(
     assert await stub.put(value) == value
     await h.evict("NOTES", name)
     got = await stub.get()
-    assert got == value and type(got) is type(value)  # not the initial state, not coerced
+    # not the initial state, not coerced (a dict arrives over RPC as the SDK's JsDict)
+    assert got == value and isinstance(got, type(value))
     assert await stub.rows() == [["cf_state_row_id", json.dumps(value)]]
 
 
@@ -188,7 +190,8 @@ async def test_refused_change_persists_and_broadcasts_nothing(
     CHANGES[name] = []
     before = len(client.frames)
 
-    with pytest.raises(StateValidationError, match="count must not be negative"):
+    # Over RPC the caller sees the callee's traceback (a PythonError), as on Cloudflare.
+    with pytest.raises(JsException, match=r"StateValidationError: .*count must not be negative"):
         await stub.put({"count": -1, "items": []})
 
     assert await stub.get() == {"count": 1, "items": []}

@@ -12,7 +12,7 @@ from workers import DurableObject
 from doemu.alarms import MAX_ALARM_RETRIES
 from doemu.clock import SystemClock
 from doemu.control import RuntimeControl
-from doemu.errors import AlarmError
+from doemu.jsboundary import JsException
 from doemu.testing.plugin import HarnessFactory
 
 CALLS: dict[str, list[dict[str, Any]]] = {}
@@ -106,9 +106,9 @@ async def test_relaxed_alarm_handler_without_alarm_info(doemu_harness: HarnessFa
 
 async def test_set_alarm_errors(doemu_harness: HarnessFactory) -> None:
     h = await doemu_harness({"ALARMED": Alarmed, "NOALARM": NoAlarmHandler})
-    with pytest.raises(AlarmError, match=r"setAlarm\(\) cannot be called with an alarm time <= 0"):
+    with pytest.raises(JsException, match=r"setAlarm\(\) cannot be called with an alarm time <= 0"):
         await h.env.ALARMED.getByName("zero").arm(0)
-    with pytest.raises(AlarmError, match=r"must have an alarm\(\) handler"):
+    with pytest.raises(JsException, match=r"must have an alarm\(\) handler"):
         await h.env.NOALARM.getByName("none").arm()
 
 

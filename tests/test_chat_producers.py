@@ -508,3 +508,28 @@ def test_last_user_text() -> None:
     assert last_user_text(messages) == "ab"
     assert last_user_text([]) == ""
     assert last_user_text([{"role": "user", "parts": None}]) == ""
+
+
+async def test_cancelling_while_a_read_is_pending_stops_the_read_and_closes_the_upstream() -> None:
+    """A ``text_stream`` whose provider went quiet (the stall watchdog's case): the body is
+    cancelled while the next delta is still awaited; the pending read stops at once and the
+    producer's ``finally`` (closing the upstream request) runs — not when a byte arrives."""
+    upstream_closed, reading = asyncio.Event(), asyncio.Event()
+
+    async def deltas() -> AsyncIterator[str]:
+        try:
+            yield "one "
+            reading.set()
+            await asyncio.Event().wait()  # the provider never sends another byte
+            yield "never"
+        finally:
+            upstream_closed.set()
+
+    reader = ui_message_response(text_stream(deltas())).body.getReader()
+    for _ in range(4):  # start, start-step, text-start, the first delta
+        await reader.read()
+    pending = asyncio.ensure_future(reader.read())
+    await eventually(reading.is_set, what="a read waiting on the provider")
+    await reader.cancel("stalled")
+    await eventually(upstream_closed.is_set, what="the upstream closed by the cancel")
+    pending.cancel()

@@ -11,6 +11,7 @@ from pyodide.ffi import create_proxy
 from workers import DurableObject
 
 from doemu.errors import BlockConcurrencyTimeoutError, ObjectResetError
+from doemu.jsboundary import JsException
 from doemu.objects import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
 from doemu.persist import object_file
 from doemu.testing.plugin import HarnessFactory
@@ -114,7 +115,7 @@ async def test_user_exception_reaches_caller_and_does_not_reset(
     stub = h.env.COUNTER.getByName("raises")
     await stub.incr()
     before = len(CONSTRUCTED)
-    with pytest.raises(ValueError, match="boom"):
+    with pytest.raises(JsException, match="ValueError: boom"):  # a PythonError, as on Cloudflare
         await stub.fail("boom")
     assert await stub.read("before-fail") is True  # writes before the raise are kept
     assert len(CONSTRUCTED) == before  # same instance
@@ -241,7 +242,7 @@ async def test_writes_before_an_error_are_committed_before_the_error_leaves(
 ) -> None:
     h = await doemu_harness({"NESTED": Nested})
     stub = h.env.NESTED.getByName("err-commit")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(JsException, match="RuntimeError: after the write"):
         await stub.fail_after_write()
     # Right after the error reached us, before any yield, another connection sees the write.
     host = h.runtime.host("NESTED", "err-commit")

@@ -184,9 +184,13 @@ async def test_a_provider_error_ends_the_turn_in_the_providers_words(
     _, stub, a = await chat_of(doemu_harness, llm, kinds(kind))
     a.send(request("r1", "hi", "u1"))
     await eventually(lambda: a.done("r1"), what="the turn's end")
+    # As streamText: the refusal is an in-band error, then done with outcome "error"; only the
+    # user's message is saved (no empty assistant message).
     done = a.done("r1")
-    assert done is not None and done.get("error") is True
-    assert "HTTP 429" in done["body"] and "rate limited: slow down" in done["body"]
+    assert done is not None and done.get("outcome") == "error" and not done.get("error")
+    (error,) = [f for f in a.of("cf_agent_use_chat_response") if f.get("error")]
+    assert "HTTP 429" in error["body"] and "rate limited: slow down" in error["body"]
+    assert [m["role"] for m in await stored(stub)] == ["user"]
     (ctx,) = LoopChat.errors
     assert "rate limited" in str(ctx["error"])
     assert (await stub.usage_totals())["calls"] == 0  # nothing was billed, nothing recorded
@@ -198,8 +202,8 @@ async def test_a_wrong_key_is_refused_by_the_provider_and_a_missing_one_by_name(
     _, _, a = await chat_of(doemu_harness, llm, kinds("chat"), key="wrong-key")
     a.send(request("r1", "hi", "u1"))
     await eventually(lambda: a.done("r1"), what="the turn's end")
-    body = a.done("r1")["body"]  # type: ignore[index]
-    assert "HTTP 401" in body and "wrong-key" not in body
+    (error,) = [f for f in a.of("cf_agent_use_chat_response") if f.get("error")]
+    assert "HTTP 401" in error["body"] and "wrong-key" not in error["body"]
     with pytest.raises(ProviderConfigError, match="OPENAI_API_KEY"):
         OpenAIResponses.from_env({}, model="m")
     provider = AnthropicMessages(api_key="sk-secret-value", model="m")

@@ -59,7 +59,7 @@ class Room(DurableObject):
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
         if isinstance(message, bytes):
-            ws.send(message.to_bytes())  # binary stays binary
+            ws.send(message)  # the ArrayBuffer itself: binary stays binary
             return
         state = ws.deserializeAttachment().to_py()
         state["seen"] += 1

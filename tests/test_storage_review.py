@@ -170,8 +170,8 @@ class Rearming(DurableObject):
     async def arm(self, at: float) -> None:
         await self.ctx.storage.setAlarm(at)
 
-    async def state(self) -> tuple[int, float | None]:
-        return (await self.ctx.storage.get("n") or 0, await self.ctx.storage.getAlarm())
+    async def state(self) -> list[Any]:
+        return [await self.ctx.storage.get("n") or 0, await self.ctx.storage.getAlarm()]
 
     async def alarm(self, info: Any) -> None:
         storage = self.ctx.storage

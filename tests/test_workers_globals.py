@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import workers
+from pyodide.ffi import create_proxy
 from workers import DurableObject, Response, WorkerEntrypoint, env
 
 from doemu.runtime import ClassSpec, Runtime
@@ -45,7 +46,7 @@ class Keeper(DurableObject):
             await GATES[gate].wait()
             self.ctx.storage.sql.exec("INSERT INTO log VALUES ('after the gate')")
 
-        workers.waitUntil(later())
+        workers.waitUntil(create_proxy(later()))  # the JS waitUntil: a promise, not a coroutine
         return "started"
 
     async def log(self) -> list[str]:
@@ -91,7 +92,7 @@ class Default(WorkerEntrypoint):
             SEEN["env"] = env.GREETING
             done.set()
 
-        workers.waitUntil(after_response())
+        workers.waitUntil(create_proxy(after_response()))
         return Response("answered")
 
 

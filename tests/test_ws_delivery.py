@@ -60,7 +60,7 @@ class Chat(DurableObject):
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
         if not isinstance(message, str):  # binary: echoed as it came
-            ws.send(message.to_bytes())
+            ws.send(message)  # the ArrayBuffer itself: a binary frame
             return
         LOG.append(f"start {message}")
         command, _, arg = message.partition(" ")

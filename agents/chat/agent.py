@@ -385,10 +385,18 @@ class AIChatAgent(Agent):
         record = self.ctx.storage.kv.get(CHAT_LAST_TERMINAL_KEY)
         return record if isinstance(record, Mapping) and "requestId" in record else None
 
-    async def _chat_stalled(self, spec: TurnSpec, builder: Any) -> None:
-        """A turn's reply stalled (the watchdog fired): recover it within budget, or give up."""
+    async def _chat_stalled(
+        self, spec: TurnSpec, builder: Any, keep: Callable[..., None], transient: Any = None
+    ) -> str | None:
+        """A turn's reply stalled (the watchdog fired) or failed transiently (``transient``, a
+        :class:`~agents.chat.transient.TransientFailure`): recover it within budget, or give
+        up. ``keep(persist)`` persists the partial when recovery says so; returns recovery's
+        outcome (``None``: recovery is off)."""
         if self._chat_recovery is not None:
-            await self._chat_recovery.stalled(spec, list(builder.parts))
+            return await self._chat_recovery.stalled(
+                spec, list(builder.parts), keep, transient=transient
+            )
+        return None
 
     async def _chat_recovery_run(self, payload: Any, _schedule: Any = None) -> None:
         """The schedule that runs a recovery attempt (see :mod:`agents.chat.recovering`)."""

@@ -26,9 +26,10 @@ those same calls are its stand-ins, so the code is identical on both.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Any
 
 from js import Object, ReadableStream, TextEncoder
@@ -223,27 +224,36 @@ def ui_message_response(
 
 
 class _SseSource:
-    """The pull source behind :func:`ui_message_response`'s body."""
+    """The pull source behind :func:`ui_message_response`'s body.
 
-    __slots__ = ("_busy", "_cancelled", "_encoder", "_events")
+    A cancel stops a read in progress: the producer's pending ``anext`` runs as a task, which
+    the cancel cancels, so a producer waiting on a quiet provider runs its ``finally`` (closing
+    the upstream request) now — the stall watchdog's abort must not leave it open.
+    """
+
+    __slots__ = ("_cancelled", "_encoder", "_events", "_pending")
 
     def __init__(self, events: AsyncIterator[str]) -> None:
         self._events = events
         self._encoder = TextEncoder.new()
-        self._busy = False
+        self._pending: asyncio.Future[str] | None = None
         self._cancelled = False
 
     async def pull(self, controller: Any) -> None:
         if self._cancelled:
             return
-        self._busy = True
+        pending = self._pending = asyncio.ensure_future(anext(self._events))
         try:
-            event = await anext(self._events)
+            event = await pending
         except StopAsyncIteration:
             controller.close()
             return
+        except asyncio.CancelledError:
+            if self._cancelled and pending.cancelled():
+                return  # the reader cancelled this read: the producer is closed
+            raise
         finally:
-            self._busy = False
+            self._pending = None
         if self._cancelled:  # cancelled while this chunk was being produced
             await self._close()
             return
@@ -251,10 +261,15 @@ class _SseSource:
 
     async def cancel(self, reason: Any = None) -> None:
         self._cancelled = True
-        if not self._busy:  # else the pull in progress closes the producer when it returns
-            await self._close()
+        pending = self._pending
+        if pending is not None and not pending.done():
+            pending.cancel()  # the producer's finally blocks run now
+            with suppress(asyncio.CancelledError, Exception):
+                await pending
+        await self._close()
 
     async def _close(self) -> None:
         aclose = getattr(self._events, "aclose", None)
         if aclose is not None:
-            await aclose()
+            with suppress(RuntimeError):  # closed already by the cancelled read
+                await aclose()

@@ -61,11 +61,14 @@ from .recovery import (
     finish_attempt,
     give_up_incident,
     record_transient_retry,
+    recovering_flag_active,
     recovering_record,
+    recovery_backoff_seconds,
     superseded_reason,
     terminal_record,
     transition_incident,
 )
+from .transient import TransientFailure
 from .turn import TurnSpec, new_request_id
 
 __all__ = ["RECOVERY_CALLBACK", "TurnRecovery"]
@@ -76,6 +79,11 @@ _log = logging.getLogger("agents.chat.recovery")
 RECOVERY_CALLBACK = "_chat_recovery_run"
 
 _SEALED = frozenset({"exhausted", "failed", "skipped", "completed"})
+
+
+def _ids(value: Any) -> list[str]:
+    """The message ids a snapshot or schedule payload carries (``[]`` when none)."""
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _text_of(parts: Any) -> str:
@@ -105,11 +113,21 @@ class TurnRecovery:
         self._store.bump_progress()
 
     def _recovering(self, on: bool, request_id: str | None) -> None:
+        """Set or clear the "recovering…" flag; the frame goes out on a transition only (the
+        SDK's ``setChatRecovering``): once per incident, however many attempts it takes."""
         agent = self._agent
+        now = int(agent._core.now())
+        existing = self._kv.get(CHAT_RECOVERING_KEY)
         if on:
-            self._kv.put(CHAT_RECOVERING_KEY, recovering_record(request_id, int(agent._core.now())))
+            if recovering_flag_active(existing, now):
+                return
+            self._kv.put(CHAT_RECOVERING_KEY, recovering_record(request_id, now))
         else:
+            if existing is None:
+                return
             self._kv.delete(CHAT_RECOVERING_KEY)
+            if request_id is None and isinstance(existing, Mapping):
+                request_id = existing.get("requestId")
         agent._chat_broadcast(frames.recovering_frame(on, request_id))
 
     # -- an interrupted turn ------------------------------------------------------------------
@@ -170,15 +188,29 @@ class TurnRecovery:
             partial=(text, parts, active.stream_id if active is not None else ""),
             recovery_data=user_data,
             created_at=int(envelope.get("startedAt") or now),
-            target=self._target(kind, envelope.get("latestUserMessageId")),
             finalize=finalize,
+            origin_ids=_ids(envelope.get("originMessageIds")),
         )
 
-    async def stalled(self, spec: TurnSpec, parts: list[Any]) -> None:
+    async def stalled(
+        self,
+        spec: TurnSpec,
+        parts: list[Any],
+        finalize: Callable[..., None],
+        *,
+        transient: TransientFailure | None = None,
+    ) -> str:
         """A live turn's reply went quiet (the stall watchdog): nothing died, so no interruption
-        is counted; each stall is one transient retry (bounded by ``max_attempts``). Its partial
-        was kept as a normal turn's; the attempt continues it, or retries a turn that produced
-        nothing."""
+        is counted; each stall is one transient retry (bounded by ``max_attempts``).
+        ``finalize(persist)`` keeps the partial as a normal turn's reply (or drops it); the
+        attempt continues it, or retries a turn that produced nothing. Returns what happened:
+        ``"scheduled"``, ``"exhausted"`` (the terminal error went out), ``"parked"`` or
+        ``"declined"``.
+
+        A ``transient`` failure (a dropped read, a refused recovery turn) takes the same path,
+        but its attempt waits: ``min(2^(n-1), 30)`` s after the ``n``-th transient retry,
+        extended to the provider's ``Retry-After`` (at most 60 s) — the SDK's
+        ``chatRecoveryBackoffSeconds``. A stall retries at once."""
         agent = self._agent
         text = _text_of(parts)
         latest_user = next((m for m in reversed(agent.messages) if m.get("role") == "user"), None)
@@ -195,10 +227,13 @@ class TurnRecovery:
             awaiting_client_interaction=agent.has_pending_interaction(),
         )
         incident = decision.incident
+        delay = 0.0
         if not decision.exhausted:
-            incident, _ = record_transient_retry(incident)
+            incident, retries = record_transient_retry(incident)
+            if transient is not None:
+                delay = recovery_backoff_seconds(retries, transient.retry_after)
         self._store.write(incident, identity.incident_id)
-        await self._proceed(
+        return await self._proceed(
             decision.events,
             incident,
             exhausted=decision.exhausted,
@@ -207,8 +242,9 @@ class TurnRecovery:
             partial=(text, parts, ""),
             recovery_data=None,
             created_at=int(agent._core.now()),
-            target=self._target(kind, user_id),
-            finalize=lambda persist=True: None,  # kept already, as a normal turn's reply
+            finalize=finalize,
+            origin_ids=list(spec.origin_ids),
+            delay=delay,
         )
 
     async def _proceed(
@@ -222,22 +258,28 @@ class TurnRecovery:
         partial: tuple[str, list[Any], str],
         recovery_data: Any,
         created_at: int,
-        target: str | None,
         finalize: Callable[..., None],
-    ) -> None:
-        """After the decision: give up, park, or ask ``on_chat_recovery`` and schedule."""
+        origin_ids: list[str],
+        delay: float = 0,
+    ) -> str:
+        """After the decision: give up, park, or ask ``on_chat_recovery`` and schedule.
+
+        The attempt's target is read only after ``finalize`` has persisted (or dropped) the
+        partial: before it, the last assistant message of a later turn is the previous turn's
+        reply, and the attempt would skip itself as ``conversation_changed`` (issue 30)."""
         agent = self._agent
         text, parts, stream_id = partial
         for event in events:
             agent._emit(event.type, dict(event.payload))
         if exhausted:
-            finalize()
-            await self._exhaust(incident, text, parts, stream_id)
-            return
+            await self._exhaust(
+                incident, text, parts, stream_id, finalize=finalize, message_ids=origin_ids
+            )
+            return "exhausted"
         if parked:
             finalize()
             self._settle(incident, "skipped", REASON_AWAITING_CLIENT_INTERACTION)
-            return
+            return "parked"
         context = ChatRecoveryContext(
             incident_id=identity.incident_id,
             recovery_root_request_id=identity.root_request_id,
@@ -261,28 +303,30 @@ class TurnRecovery:
         finalize(options.get("persist") is not False)
         if options.get("continue") is False:
             self._settle(incident, "skipped", REASON_CONTINUE_DISABLED)
-            return
+            return "declined"
         last = agent.messages[-1:]
         if identity.recovery_kind == "continue" and last and last[0].get("role") != "assistant":
             # a new message's partial was dropped: nothing to continue, answer the user again
             identity = replace(identity, recovery_kind="retry")
-            target = self._target("retry", identity.latest_user_message_id)
+        target = self._target(identity.recovery_kind, identity.latest_user_message_id)
         scheduled = transition_incident(incident, "scheduled", recovery_kind=identity.recovery_kind)
         self._store.write(scheduled.incident, identity.incident_id)
         for event in scheduled.events:
             agent._emit(event.type, dict(event.payload))
         self._recovering(True, identity.root_request_id)
         await agent.schedule(
-            0,
+            delay,
             RECOVERY_CALLBACK,
             {
                 "incidentId": identity.incident_id,
                 "kind": identity.recovery_kind,
                 "root": identity.root_request_id,
                 "target": target,
+                **({"originMessageIds": origin_ids} if origin_ids else {}),
             },
             idempotent=True,  # one attempt per incident, however often this wake repeats
         )
+        return "scheduled"
 
     def _target(self, kind: str, user_id: Any) -> str | None:
         """What the attempt extends: the last assistant message (continue) or the unanswered
@@ -310,7 +354,9 @@ class TurnRecovery:
         )
         self._store.write(incident, incident_id)
         if exhausted:
-            await self._exhaust(incident, "", [], "")
+            await self._exhaust(
+                incident, "", [], "", message_ids=_ids(payload.get("originMessageIds"))
+            )
             return
         stable = await agent.wait_until_stable(within=self._config.stable_timeout_ms / 1000)
         if not stable:
@@ -322,8 +368,12 @@ class TurnRecovery:
             return
         root = str(payload.get("root") or incident.root_request_id)
         wait_until(
-            agent.ctx, self._attempt(incident_id, attempt, kind, root, payload.get("target"))
-        )
+            agent.ctx,
+            self._attempt(
+                incident_id, attempt, kind, root, payload.get("target"),
+                _ids(payload.get("originMessageIds")),
+            ),
+        )  # fmt: skip
 
     async def _stable_timeout(
         self, incident: ChatRecoveryIncident, attempt: ChatRecoveryAttempt, payload: Any
@@ -344,10 +394,19 @@ class TurnRecovery:
             self._store.write(outcome.incident, incident.incident_id)
             await agent.schedule(outcome.delay_seconds, RECOVERY_CALLBACK, dict(payload))
         else:
-            await self._exhaust(incident, "", [], "", reason=REASON_STABLE_TIMEOUT)
+            await self._exhaust(
+                incident, "", [], "", reason=REASON_STABLE_TIMEOUT,
+                message_ids=_ids(payload.get("originMessageIds")),
+            )  # fmt: skip
 
     async def _attempt(
-        self, incident_id: str, attempt: ChatRecoveryAttempt, kind: str, root: str, target: Any
+        self,
+        incident_id: str,
+        attempt: ChatRecoveryAttempt,
+        kind: str,
+        root: str,
+        target: Any,
+        origin_ids: list[str],
     ) -> None:
         agent = self._agent
         context = agent._chat_context
@@ -355,6 +414,7 @@ class TurnRecovery:
             spec = TurnSpec(
                 new_request_id(),
                 continuation=True,
+                origin_ids=origin_ids,  # every frame of the chain names the user's message
                 body=context.last_body,
                 client_tools=context.last_client_tools,
                 recovery_root=root,
@@ -380,7 +440,13 @@ class TurnRecovery:
         elif status == "skipped":
             self._settle(incident, "skipped", "conversation_changed")
         else:
-            self._settle(incident, "failed", str(result.get("error") or status))
+            # The turn sent its own error frame; a client that connects later must learn it
+            # too (the terminal record), never find a reply that merely looks complete.
+            error = str(result.get("error") or status)
+            self._kv.put(
+                CHAT_LAST_TERMINAL_KEY, terminal_record(spec.request_id, error, origin_ids)
+            )
+            self._settle(incident, "failed", error)
 
     # -- endings ------------------------------------------------------------------------------
     def _settle(
@@ -401,9 +467,13 @@ class TurnRecovery:
         stream_id: str,
         *,
         reason: str | None = None,
+        finalize: Callable[..., None] | None = None,
+        message_ids: list[str] | None = None,
     ) -> None:
-        """Give up: the terminal message to everyone (remembered for later connections),
-        ``on_exhausted`` once, the incident sealed."""
+        """Give up: the incident sealed, "recovering" cleared, the partial kept (``finalize``),
+        then the terminal message to everyone, remembered for later connections — the
+        published package's order (``recovering: false``, the transcript, the error), with no
+        plain ``done`` — and ``on_exhausted`` once."""
         agent = self._agent
         config = self._config
         sealed = (
@@ -420,6 +490,8 @@ class TurnRecovery:
             else incident
         )
         if sealed is None:
+            if finalize is not None:
+                finalize()
             return  # sealed already: on_exhausted ran
         context = build_exhausted_context(
             sealed,
@@ -430,12 +502,18 @@ class TurnRecovery:
             created_at=int(sealed.first_seen_at),
         )
         message = config.terminal_message
-        agent._chat_broadcast(
-            frames.response_frame(incident.request_id, message, done=True, error=True)
-        )
-        self._kv.put(CHAT_LAST_TERMINAL_KEY, terminal_record(incident.request_id, message))
         self._store.write(sealed, incident.incident_id)
         self._recovering(False, incident.root_request_id)
+        if finalize is not None:
+            finalize()
+        agent._chat_broadcast(
+            frames.response_frame(
+                incident.request_id, message, done=True, error=True, message_ids=message_ids
+            )
+        )
+        self._kv.put(
+            CHAT_LAST_TERMINAL_KEY, terminal_record(incident.request_id, message, message_ids)
+        )
         _log.warning(
             "agent %s: chat recovery of %s gave up: %s",
             agent.name,

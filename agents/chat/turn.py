@@ -39,9 +39,10 @@ from .chunks import (
 )
 from .frames import ChatFrame
 from .messages import AssistantMessage, UIMessage
-from .parts import find_tool_part
+from .parts import SETTLED_TOOL_STATES, find_tool_part
 from .reply import AbortScope, StallWatchdog, reply_chunks
 from .streams import ActiveStream
+from .transient import TransientFailure, http_refusal, transient_failure
 from .turns import Decision
 
 __all__ = ["ChatMessageOptions", "TurnRunner", "TurnSpec"]
@@ -70,6 +71,9 @@ class ChatMessageOptions:
     body: dict[str, Any] | None = None
     continuation: bool = False
 
+
+#: The error of a stalled reply nothing recovers (recovery declined or off).
+_STALLED = "The model's reply stalled: no chunk for {ms} ms."
 
 #: What a turn attempt returns when it hit a context overflow and the history was compacted.
 _COMPACTED: Any = object()
@@ -207,6 +211,7 @@ class TurnRunner:
         agent._chat_resume.started(spec.request_id)
         self._streaming = builder
         watchdog = StallWatchdog(agent._core.now, agent.chat_stream_stall_timeout_ms, abort)
+        transient: TransientFailure | None = None
         try:
             async with AbortScope(abort), watchdog:
                 async for chunk in reply_chunks(reply, spec.request_id, abort):
@@ -225,12 +230,22 @@ class TurnRunner:
                         break
         except Exception as exc:
             if not abort.is_set():
-                streams.mark_error(str(exc))
-                if await agent._chat_compact_after_overflow(spec, exc, compactions):
-                    return _COMPACTED  # the cut-off partial is discarded, never persisted
-                agent._chat_resume.finished()
-                self._keep(spec, builder)
-                return await self._failed(spec, result, exc)
+                failure = transient_failure(exc)
+                if (
+                    failure is not None
+                    and agent._chat_recovery is not None
+                    and (not failure.refused or spec.recovery_root is not None)
+                ):
+                    transient = failure  # a dropped read, or a recovery turn refused for now
+                elif http_refusal(exc) and builder.error_text is None:
+                    builder.error_text = str(exc)  # as streamText: an in-band error
+                else:
+                    streams.mark_error(str(exc))
+                    if await agent._chat_compact_after_overflow(spec, exc, compactions):
+                        return _COMPACTED  # the cut-off partial is discarded, never persisted
+                    agent._chat_resume.finished()
+                    self._keep(spec, builder)
+                    return await self._failed(spec, result, exc)
             # A model that fails because it was cancelled (a read of a cancelled body): the
             # turn was aborted, not failed.
             _log.info("agent %s: turn %s ended by its cancellation: %r", agent.name,
@@ -253,18 +268,41 @@ class TurnRunner:
             self._end(spec, outcome="error")
             result.update(status="error", error=builder.error_text)
             return result
-        if watchdog.stalled:  # the upstream went quiet: kept as it is, recovered within budget
-            agent._emit(
-                "chat:stream:stalled",
-                {"requestId": spec.request_id, "timeoutMs": agent.chat_stream_stall_timeout_ms},
-            )
+        if watchdog.stalled or transient is not None:  # recovered within budget
+            if transient is None:  # the upstream went quiet
+                agent._emit(
+                    "chat:stream:stalled",
+                    {"requestId": spec.request_id, "timeoutMs": agent.chat_stream_stall_timeout_ms},
+                )
             streams.finish("recovering")
             agent._chat_resume.finished()
-            self._keep(spec, builder)
+            kept = False
+
+            def keep(persist: bool = True) -> None:
+                nonlocal kept
+                if not kept:
+                    (self._keep if persist else self._keep_settled)(spec, builder)
+                kept = True
+
+            # Recovery first (as the SDK routes a stall before it ends the turn): its
+            # "recovering" frame, or its give-up, precede this turn's last frame.
+            routed = await agent._chat_stalled(spec, builder, keep, transient)
+            keep()
             streams.cutover()
-            self._end(spec, outcome="recovering")
+            if routed == "scheduled":
+                self._end(spec, outcome="recovering")
+            elif routed != "exhausted":  # nothing will continue it: the stall is the error
+                agent._chat_broadcast(
+                    frames.response_frame(
+                        spec.request_id,
+                        _STALLED.format(ms=agent.chat_stream_stall_timeout_ms),
+                        done=True,
+                        error=True,
+                        continuation=spec.continuation,
+                        message_ids=spec.origin_ids,
+                    )
+                )
             result["status"] = "recovering"
-            await agent._chat_stalled(spec, builder)
             return result
         aborted = abort.is_set()
         streams.finish("aborted" if aborted else None)
@@ -276,14 +314,25 @@ class TurnRunner:
             result["status"] = "aborted"
         return result
 
+    def _keep_settled(self, spec: TurnSpec, builder: AssistantMessage) -> None:
+        """``persist: False`` for a stalled reply: keep only its settled work (see
+        :meth:`finalize_orphan`)."""
+        kept = settled_prefix(builder.parts)
+        if kept:
+            builder.message["parts"] = kept
+            self._keep(spec, builder)
+
     def _keep(self, spec: TurnSpec, builder: AssistantMessage) -> None:
         """Persist the turn's assistant message; the transcript goes to the other connections
         (to everyone for a turn no connection asked for)."""
         agent = self._agent
         self._streaming = None  # from here on, the stored message is the one to update
         messages: list[UIMessage] = [m for m in agent.messages if m.get("id") != builder.id]
-        if not builder.parts and not spec.continuation:
-            return
+        content = [
+            p for p in builder.parts if not (isinstance(p, dict) and p.get("type") == "step-start")
+        ]
+        if not content and not spec.continuation:
+            return  # nothing was said (a refused request): only the user's message stays
         exclude = [spec.sender.id] if spec.sender is not None else []
         agent.persist_messages([*messages, builder.message], exclude_broadcast_ids=exclude)
 
@@ -331,13 +380,18 @@ class TurnRunner:
 
     # -- interrupted turns, tools -----------------------------------------------------------------
     def finalize_orphan(self, active: ActiveStream, *, persist: bool = True) -> None:
-        """A stream whose producer died: keep its partial reply (unless ``persist`` is False),
-        close the stream."""
+        """A stream whose producer died: keep its partial reply, close the stream.
+
+        ``persist=False`` (``on_chat_recovery`` said so) drops only the unsettled tail: settled
+        work — tool calls with their results, and what led to them — is never thrown away
+        (the SDK's rule, cloudflare/agents#1631), so a tool that ran before the kill is not run
+        again by the retry or the continuation."""
         builder = self.partial(active)
-        if persist and builder.parts and builder.id:
+        parts = builder.parts if persist else settled_prefix(builder.parts)
+        if parts and builder.id:
             agent = self._agent
             messages = [m for m in agent.messages if m.get("id") != builder.id]
-            agent.persist_messages([*messages, builder.message])
+            agent.persist_messages([*messages, {**builder.message, "parts": list(parts)}])
         self._agent._chat_streams.complete(active.stream_id, "aborted")
 
     def partial(self, active: ActiveStream) -> AssistantMessage:
@@ -432,6 +486,17 @@ def _answer(part: dict[str, Any], frame: ChatFrame) -> None:
     approval: dict[str, Any] = previous if isinstance(previous, dict) else {}
     part["approval"] = {**approval, "id": approval.get("id", data["toolCallId"]),
                         "approved": approved}  # fmt: skip
+
+
+def settled_prefix(parts: list[Any]) -> list[Any]:
+    """The parts up to the last settled tool part (its result recorded), or ``[]``: what a
+    dropped partial still keeps."""
+    last = max(
+        (i for i, p in enumerate(parts)
+         if isinstance(p, dict) and p.get("toolCallId") and p.get("state") in SETTLED_TOOL_STATES),
+        default=-1,
+    )  # fmt: skip
+    return [copy.deepcopy(p) for p in parts[: last + 1]]
 
 
 def _no_op(*_args: Any, **_kwargs: Any) -> None:

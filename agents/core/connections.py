@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from pyodide.ffi import JsProxy, to_js
+
 from .protocol import dumps, state_frame
 
 __all__ = [
@@ -152,9 +154,12 @@ class Connection:
         return self._ws
 
     def send(self, message: str | bytes) -> None:
-        """Send a text or binary frame (``dict``/``list`` are sent as JSON text)."""
+        """Send a text or binary frame (``dict``/``list`` are sent as JSON text; ``bytes`` as a
+        binary frame, through ``to_js``: a Python ``bytes`` would go out as text on Cloudflare)."""
         if isinstance(message, dict | list):
             message = dumps(message)
+        elif isinstance(message, bytes | bytearray | memoryview):
+            message = to_js(bytes(message))
         self._ws.send(message)
 
     def close(self, code: int | None = None, reason: str | None = None) -> None:
@@ -167,8 +172,12 @@ class Connection:
 
     def _send_quiet(self, frame: Any) -> bool:
         """Send a protocol frame, tolerating a peer that went away meanwhile (as the SDK does)."""
+        if isinstance(frame, bytes | bytearray | memoryview):
+            frame = to_js(bytes(frame))  # binary: a Python bytes would go out as text
+        elif not isinstance(frame, str) and not isinstance(frame, JsProxy):
+            frame = dumps(frame)
         try:
-            self._ws.send(frame if isinstance(frame, str | bytes) else dumps(frame))
+            self._ws.send(frame)
             return True
         except Exception as exc:
             _log.debug("dropping a frame for a closed connection: %s", exc)

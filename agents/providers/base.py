@@ -19,12 +19,13 @@ and in a Cloudflare Python Worker, where the official SDKs' HTTP clients do not.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from .errors import ProviderHTTPError, ProviderStreamError
+from .errors import ProviderError, ProviderHTTPError, ProviderStreamError, retry_after_seconds
 from .sse import SseEvent, SseEventDecoder
 from .transcript import Item
 
@@ -202,7 +203,10 @@ async def post_sse(
     response = await fetch(url, **options)
     if not response.ok:
         message, kind = _error_message(await response.text())
-        raise ProviderHTTPError(provider, int(response.status), message, kind)
+        retry_after = retry_after_seconds(response.headers.get("retry-after"))
+        raise ProviderHTTPError(
+            provider, int(response.status), message, kind, retry_after=retry_after
+        )
     stream = response.body
     if stream is None:
         raise ProviderStreamError(provider, "the response has no body")
@@ -216,6 +220,12 @@ async def post_sse(
             except StopAsyncIteration:
                 finished = True
                 break
+            except (ProviderError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # the connection dropped mid-reply: transient
+                raise ProviderStreamError(
+                    provider, f"the connection dropped mid-reply: {exc}", transient=True
+                ) from exc
             for event in decoder.feed(_as_bytes(piece)):
                 yield event
         decoder.finish()

@@ -23,16 +23,18 @@ from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from ..jsboundary import JsException, is_strict, set_strict
-from .jsproxy import _Proxy
+from .jsproxy import JsBuffer, _Proxy
 from .jsvalues import JsArray, to_python
 
 __all__ = [
     "accept_array",
+    "accept_entry_promise",
     "accept_promise",
     "is_strict",
     "js_array_result",
     "report_once",
     "set_strict",
+    "websocket_send_value",
 ]
 
 _log = logging.getLogger("doemu.boundary")
@@ -98,7 +100,34 @@ def accept_promise(value: Any, api: str) -> Awaitable[Any] | None:
         return None
     if inspect.isawaitable(value):
         return value
+    if callable(value):
+        # workerd ignores a function silently; doemu says so (its own warning, once per place).
+        report_once(
+            f"doemu: {api}() was given a function ({getattr(value, '__name__', value)!r}), which "
+            "Cloudflare ignores without a word: it never runs. Pass its result: "
+            f"{api}(create_proxy(asyncio.ensure_future(fn())))"
+        )
+        return None
     raise _type_error(f"{api}() needs a promise, got {type(value).__name__}")
+
+
+def accept_entry_promise(value: Any) -> Awaitable[Any] | None:
+    """What a ``WorkerEntrypoint``'s ``self.ctx.waitUntil`` was given, as something to await.
+
+    The SDK patches the entrypoint's ``waitUntil`` (unlike a Durable Object's), so a coroutine, a
+    task and ``create_proxy(...)`` of either all run there; a function is ignored silently.
+    """
+    if isinstance(value, _Proxy):
+        value = value.unwrap()
+    if inspect.isawaitable(value):
+        return value
+    if callable(value):
+        report_once(
+            f"doemu: waitUntil() was given a function ({getattr(value, '__name__', value)!r}), "
+            "which Cloudflare ignores without a word: it never runs. Pass its result."
+        )
+        return None
+    raise _type_error(f"waitUntil() needs a promise, got {type(value).__name__}")
 
 
 _reported: set[tuple[str, int, str]] = set()
@@ -128,3 +157,22 @@ def js_array_result(items: list[Any]) -> Any:
     """What a JS API returning an Array gives Python: a ``JsArray`` (a sequence, not a ``list``),
     or the plain list under ``--lenient``."""
     return JsArray(items) if is_strict() else items
+
+
+def websocket_send_value(message: Any) -> Any:
+    """What ``ws.send(message)`` puts on the wire, as on Cloudflare.
+
+    workerd sends a JavaScript string as text and an ArrayBuffer or typed array as binary. A
+    Python ``bytes`` (or ``bytearray``, ``memoryview``, ``dict``…) is none of those: it reaches
+    JavaScript as a proxy, which ``send`` turns into a string, so the peer gets a *text* frame
+    holding ``"b'\\x01…'"``, with no error (observed). doemu does the same and says so once per
+    place; ``to_js(data)`` sends binary on both.
+    """
+    if isinstance(message, str | JsBuffer) or not is_strict():
+        return message
+    report_once(
+        f"doemu: ws.send() was given a Python {type(message).__name__}; on Cloudflare it is sent "
+        f"as a TEXT frame holding {str(message)[:40]!r}…, not as binary. Send to_js(data) (from "
+        "pyodide.ffi) for a binary frame"
+    )
+    return str(message)

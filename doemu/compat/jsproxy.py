@@ -39,6 +39,8 @@ __all__ = [
 class JsBuffer(JsProxy, bytes):
     """Binary data as a JS ``ArrayBuffer`` proxy would present it, and also plain ``bytes``."""
 
+    js_constructor = "Uint8Array"
+
     @property
     def byteLength(self) -> int:
         return len(self)

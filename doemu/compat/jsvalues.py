@@ -111,6 +111,7 @@ class JsArray(JsProxy, MutableSequence[Any]):
     """A JavaScript Array: a sequence (index, ``len``, iterate) but not a ``list``."""
 
     __slots__ = ("_items",)
+    js_constructor = "Array"
 
     def __init__(self, items: list[Any]) -> None:
         self._items = items
@@ -165,6 +166,7 @@ class JsMap(JsProxy, MappingABC[Any, Any]):
     """A JavaScript Map: a mapping (subscript, ``len``, iterate keys, ``get``)."""
 
     __slots__ = ("_entries",)
+    js_constructor = "Map"
 
     def __init__(self, entries: Mapping[Any, Any]) -> None:
         self._entries = dict(entries)

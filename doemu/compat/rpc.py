@@ -10,29 +10,15 @@ awaitables) and give ``JsDict`` back, so code written against them behaves the s
 from __future__ import annotations
 
 import datetime as _dt
-import inspect
 from typing import Any
 
-__all__ = ["JsDict", "python_from_rpc", "python_to_rpc"]
+from ..jsboundary import JsDict, _refuse_for_rpc, check_rpc_value, from_rpc_result
 
-
-class JsDict(dict[str, Any]):
-    """A JS object come back from RPC: a dict whose keys also read as attributes."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
+__all__ = ["JsDict", "check_rpc_value", "from_rpc_result", "python_from_rpc", "python_to_rpc"]
 
 
 def _check(value: Any) -> None:
-    if isinstance(value, tuple):
-        raise TypeError("Tuples cannot be sent over RPC: use a list")
-    if isinstance(value, bytearray):
-        raise TypeError("bytearray cannot be sent over RPC: use bytes")
-    if inspect.isawaitable(value):
-        raise TypeError("Awaitables cannot be sent over RPC: await them first")
+    _refuse_for_rpc(value)
 
 
 def python_to_rpc(value: Any) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import WebSocketError
+from .boundary import websocket_send_value
 from .socket_end import (
     MAX_ATTACHMENT_SIZE,
     READY_STATE_CLOSED,
@@ -83,7 +84,9 @@ class WebSocket:
         self._end.accept(options)
 
     def send(self, message: str | bytes | bytearray | memoryview) -> None:
-        self._end.send(message)
+        """A text frame for a ``str``, a binary one for a JS buffer (``to_js(bytes)``, a
+        ``TextEncoder`` result); see :func:`~doemu.compat.boundary.websocket_send_value`."""
+        self._end.send(websocket_send_value(message))
 
     def close(self, code: int | None = None, reason: str | None = None) -> None:
         self._end.close(code, reason)

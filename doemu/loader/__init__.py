@@ -41,7 +41,8 @@ from typing import Any
 
 from ..config import ClassInfo, DurableObjectBinding, WorkerConfig
 from ..errors import LoaderError
-from .entropy import EntropyAtImportError, entropy_refused
+from .entropy import HINT as ENTROPY_HINT
+from .entropy import EntropyAtImportError, entropy_refused, is_entropy_refusal
 from .importer import (
     AttributeNotFoundError,
     ImportStringError,
@@ -67,6 +68,7 @@ from .plugins import (
 from .report import user_traceback
 
 __all__ = [
+    "ENTROPY_HINT",
     "ENTRY_POINT_GROUP",
     "AttributeNotFoundError",
     "ClassNotFoundError",
@@ -81,6 +83,7 @@ __all__ = [
     "NotADurableObjectError",
     "describe_classes",
     "import_from_string",
+    "is_entropy_refusal",
     "load_worker",
     "unload_user_modules",
     "user_traceback",

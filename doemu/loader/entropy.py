@@ -1,16 +1,19 @@
 """No randomness while the Worker's modules are imported, as on Cloudflare.
 
 Cloudflare's Python runtime imports a Worker's modules outside any request (and snapshots the
-result), and refuses entropy there: ``random.Random()``, ``os.urandom``, ``uuid.uuid4()``,
-``secrets`` … at module level raise ``OSError: Cannot get entropy outside of request context``, so
-the Worker fails to load. Inside a request (a handler, a Durable Object's constructor) entropy is
-available. :func:`entropy_refused` applies the same rule around the import of ``main`` (and of the
-plugin modules a binding names), so a module-level random source fails locally first.
+result), and refuses entropy there, so the Worker fails to load (observed on workerd):
 
-What is patched for the duration: ``os.urandom``, the ``urandom`` that ``random`` bound at import
-(``SystemRandom``, ``secrets``), and ``random.Random.seed`` when asked to seed from the system
-(``random.Random()``, ``random.seed()``; ``tempfile``'s name generator goes through it too).
-Seeding with an explicit value stays allowed, as on Cloudflare.
+* ``random.Random()``, ``os.urandom``, ``uuid.uuid4()``, ``secrets``, ``SystemRandom().random()``
+  raise ``OSError: [Errno 29] Cannot get entropy outside of request context``;
+* the ``random`` module's own functions (``random.random()``, ``randint``, ``choice``,
+  ``seed()``…) raise ``RuntimeError: Cannot use random.random() outside of request context``;
+* ``random.Random(42)`` (an explicit seed) and ``tempfile`` (whose names come out fixed there)
+  work.
+
+Inside a request (a handler, a Durable Object's constructor, ``alarm()``) all of it works.
+:func:`entropy_refused` applies the same rules around the import of ``main`` (and of the plugin
+modules a binding names), so a module-level random source fails locally first; the log line that
+reports the failed import says why (:data:`HINT`).
 """
 
 from __future__ import annotations
@@ -18,18 +21,35 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["ENTROPY_MESSAGE", "EntropyAtImportError", "entropy_refused"]
+__all__ = [
+    "ENTROPY_MESSAGE",
+    "HINT",
+    "EntropyAtImportError",
+    "entropy_refused",
+    "is_entropy_refusal",
+]
 
-#: Cloudflare's text.
+#: Cloudflare's text (with ``errno`` 29, ``EIO``'s number in Pyodide).
 ENTROPY_MESSAGE = "Cannot get entropy outside of request context"
+_EIO_PYODIDE = 29
 
-_HINT = (
-    " (doemu: Cloudflare imports a Worker's modules outside any request and refuses randomness "
-    "there; create the random source inside a handler, or lazily on first use)"
+#: What doemu adds when an import fails this way (in the start-up error, not in the exception).
+HINT = (
+    "Cloudflare imports a Worker's modules outside any request and refuses randomness there: "
+    "create the random source inside a handler, or lazily on first use"
 )
+
+#: The ``random`` module's functions that share its global generator (refused at import).
+_MODULE_FUNCTIONS = (
+    "betavariate", "binomialvariate", "choice", "choices", "expovariate", "gammavariate",
+    "gauss", "getrandbits", "getstate", "lognormvariate", "normalvariate", "paretovariate",
+    "randbytes", "randint", "random", "randrange", "sample", "seed", "setstate", "shuffle",
+    "triangular", "uniform", "vonmisesvariate", "weibullvariate",
+)  # fmt: skip
 
 
 class EntropyAtImportError(OSError):
@@ -37,7 +57,15 @@ class EntropyAtImportError(OSError):
 
 
 def _refuse(*_args: Any, **_kwargs: Any) -> Any:
-    raise EntropyAtImportError(ENTROPY_MESSAGE + _HINT)
+    raise EntropyAtImportError(_EIO_PYODIDE, ENTROPY_MESSAGE)
+
+
+def _refuse_module_function(name: str) -> Any:
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError(f"Cannot use random.{name}() outside of request context")
+
+    refuse.__name__ = name
+    return refuse
 
 
 @contextlib.contextmanager
@@ -55,10 +83,15 @@ def entropy_refused(active: bool = True) -> Iterator[None]:
             _refuse()
         original_seed(self, a, version)
 
+    module_functions = {n: getattr(random, n) for n in _MODULE_FUNCTIONS if hasattr(random, n)}
+    original_tempfile_names = _tempfile_names()
     os.urandom = _refuse
     if original_random_urandom is not None:
         random._urandom = _refuse  # type: ignore[attr-defined]
     random.Random.seed = seed  # type: ignore[method-assign]
+    for name in module_functions:
+        setattr(random, name, _refuse_module_function(name))
+    _set_tempfile_names(_fixed_names())
     try:
         yield
     finally:
@@ -66,3 +99,34 @@ def entropy_refused(active: bool = True) -> Iterator[None]:
         if original_random_urandom is not None:
             random._urandom = original_random_urandom  # type: ignore[attr-defined]
         random.Random.seed = original_seed  # type: ignore[method-assign]
+        for name, fn in module_functions.items():
+            setattr(random, name, fn)
+        _set_tempfile_names(original_tempfile_names)
+
+
+def _fixed_names() -> Any:
+    """``tempfile``'s name sequence with a fixed seed, as Cloudflare's is at import."""
+    names = tempfile._RandomNameSequence()  # type: ignore[attr-defined]
+    names._rng = random.Random(0)
+    names._rng_pid = os.getpid()
+    return names
+
+
+def _tempfile_names() -> Any:
+    return getattr(tempfile, "_name_sequence", None)
+
+
+def _set_tempfile_names(names: Any) -> None:
+    tempfile._name_sequence = names  # type: ignore[attr-defined]
+
+
+def is_entropy_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is one of the refusals above."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, EntropyAtImportError) or (
+            isinstance(seen, RuntimeError) and "outside of request context" in str(seen)
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NoReturn, Protocol
 
 from ..compat.boundary import accept_array, accept_promise, js_array_result
+from ..compat.websocket import WebSocket
+from ..errors import WebSocketError
 from ..ids import DurableObjectId
-from ..sockets.registry import SocketRegistry
+from ..sockets.registry import NOT_A_WEBSOCKET, SocketRegistry
 from ..storage import DurableObjectStorage
 
 __all__ = ["DurableObjectState"]
@@ -69,6 +71,8 @@ class DurableObjectState:
     def acceptWebSocket(self, ws: Any, tags: Iterable[str] | None = None) -> None:
         """Make ``ws`` hibernatable; ``tags`` must be a JavaScript Array (``to_js([...])``) on
         Cloudflare, where a Python list is refused."""
+        if not isinstance(ws, WebSocket):  # JavaScript checks the parameters in order
+            raise WebSocketError(NOT_A_WEBSOCKET)
         self._host.sockets.accept(ws, accept_array(tags, _ACCEPT, 2))
 
     def getWebSockets(self, tag: str | None = None) -> Any:

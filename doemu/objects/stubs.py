@@ -10,19 +10,26 @@ committed (the output gate), exactly as for an HTTP response.
 from __future__ import annotations
 
 import asyncio
+import os
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import clone
 from ..compat import call_relaxed, workers
 from ..compat.readable import ReadableStream, core_of
-from ..errors import DoemuError, ObjectResetError, RpcError
+from ..compat.rpc import check_rpc_value, from_rpc_result
+from ..errors import DoemuError, FetchError, ObjectResetError, RpcError
 from ..ids import DurableObjectId
+from ..jsboundary import JsException, is_strict
 from ..sockets.registry import fetch_scope
 from .host import ObjectHost, current_host
 from .namespace import Namespace
 
-__all__ = ["DurableObjectNamespace", "DurableObjectStub"]
+__all__ = ["DurableObjectNamespace", "DurableObjectStub", "python_error", "remote_fetch_error"]
+
+#: doemu's own source folder: its frames are left out of a remote traceback.
+_DOEMU_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 #: Names a stub never forwards as RPC: Python internals and the stub's own attributes.
 _NOT_RPC = frozenset({"id", "name", "fetch", "then"})
@@ -116,7 +123,15 @@ class DurableObjectStub:
         """
         if "fetcher" in kwargs:
             raise TypeError("stub.fetch() got multiple values for keyword argument 'fetcher'")
-        return await self._deliver_fetch(workers.Request._for_fetch(resource, kwargs))
+        request = workers.Request._for_fetch(resource, kwargs)
+        if not is_strict():
+            return await self._deliver_fetch(request)
+        try:
+            return await self._deliver_fetch(request)
+        except (ObjectResetError, DoemuError):
+            raise
+        except Exception as exc:
+            raise remote_fetch_error(exc) from None
 
     #: ``workers.fetch(..., fetcher=stub.fetch)`` hands this fetcher the request itself.
     fetch.__doemu_fetcher__ = True  # type: ignore[attr-defined]
@@ -163,9 +178,12 @@ class DurableObjectStub:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             if kwargs:
+                if is_strict():
+                    # Pyodide passes keyword arguments to a JS function as one trailing object.
+                    return await self._rpc(method, (*args, kwargs))
                 raise RpcError(
                     f"RPC method {method}() was given keyword arguments {sorted(kwargs)}; "
-                    "RPC calls take positional arguments only, as on Cloudflare."
+                    "RPC calls take positional arguments only."
                 )
             return await self._rpc(method, args)
 
@@ -173,7 +191,12 @@ class DurableObjectStub:
         return call
 
     async def _rpc(self, method: str, args: tuple[Any, ...]) -> Any:
+        strict = is_strict()
+        if strict:
+            check_rpc_value(list(args))  # the SDK refuses tuples etc. in the caller
         sent = clone.clone(list(args))
+        if strict:
+            sent = from_rpc_result(sent)  # what the callee's SDK gives it: JsDicts, memoryviews
         barrier = _gate_caller()
         if barrier is not None:
             await barrier
@@ -182,16 +205,28 @@ class DurableObjectStub:
         def invoke(instance: Any) -> Any:
             fn = getattr(type(instance), method, None)
             if fn is None or not callable(fn):
+                if strict:
+                    raise UnknownMethodError(f"Method {method} does not exist")
                 raise RpcError(f'The RPC receiver does not implement the method "{method}".')
             return getattr(instance, method)(*sent)
 
         try:
             result = await _invoke(self._ns.host(self.id), "rpc", invoke)
-        except (ObjectResetError, DoemuError):
+        except (ObjectResetError, UnknownMethodError):
             raise
         except Exception as exc:
+            if strict:
+                raise python_error(exc) from None
+            if isinstance(exc, DoemuError):
+                raise
             raise _copy_exception(exc, class_name, method) from None
-        return clone.clone(result)
+        if not strict:
+            return clone.clone(result)
+        try:
+            check_rpc_value(result)  # the SDK refuses these in the callee, after the method
+        except TypeError as exc:
+            raise python_error(exc) from None
+        return from_rpc_result(clone.clone(result))
 
     def __repr__(self) -> str:
         return f"DurableObjectStub({self._ns.class_name}, {self.id})"
@@ -231,6 +266,33 @@ def _gate_caller() -> asyncio.Future[None] | None:
     """
     host = current_host.get()
     return None if host is None else host.output_barrier(hold=False)
+
+
+class UnknownMethodError(RpcError, JsException):
+    """The callee has no such public method (workerd: ``TypeError: Method X does not exist``)."""
+
+    js_name = "TypeError"
+
+
+def python_error(exc: BaseException) -> JsException:
+    """What a caller gets on Cloudflare when the callee's Python raised: a ``JsException``
+    named ``PythonError`` whose message is the callee's traceback, not the exception itself
+    (``except ValueError:`` in the caller does not catch it there). The traceback shows the
+    user's frames; doemu's own are left out."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith(_DOEMU_DIR)
+    ]
+    text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+    text += "".join(traceback.format_exception_only(exc))
+    return JsException("PythonError", text)
+
+
+def remote_fetch_error(exc: BaseException) -> FetchError:
+    """What ``stub.fetch()`` raises on Cloudflare when the object's ``fetch`` raised: Pyodide's
+    ``AbortError`` (an ``OSError``) carrying the callee's traceback."""
+    return FetchError(python_error(exc).message)
 
 
 def _copy_exception(exc: Exception, class_name: str, method: str) -> Exception:

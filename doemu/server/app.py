@@ -28,6 +28,7 @@ from urllib.parse import unquote
 
 from ..compat import call_relaxed
 from ..compat.bodies import read_all
+from ..compat.boundary import accept_entry_promise
 from ..compat.fetch_api import Headers, Request, Response
 from ..compat.readable import ReadableStream
 from ..compat.websocket import end_of
@@ -84,7 +85,10 @@ class EntryContext:
         self._tasks = tasks
 
     def waitUntil(self, awaitable: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(awaitable)
+        promise = accept_entry_promise(awaitable)
+        if promise is None:
+            return
+        task = asyncio.ensure_future(promise)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

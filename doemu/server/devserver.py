@@ -100,6 +100,8 @@ def load_worker(worker: WorkerConfig) -> LoadedWorker:
         if worker.main_path is not None:
             roots.insert(0, worker.main_path.parent)
         headline = f"the Worker {worker.name!r} failed to import ({worker.main}):"
+        if loader.is_entropy_refusal(exc):
+            headline += f"\n({loader.ENTROPY_HINT})"
         raise StartupError(headline, loader.user_traceback(exc, roots)) from exc
     for warning in loaded.warnings:
         click.echo(f"warning: {warning}", err=True)

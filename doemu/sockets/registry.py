@@ -21,7 +21,20 @@ from ..compat.websocket import end_of
 from ..errors import ObjectResetError, WebSocketError
 from .delivery import StartOrder, start_socket_event
 
-__all__ = ["MAX_TAGS", "MAX_TAG_LENGTH", "SocketOwner", "SocketRegistry", "fetch_scope"]
+__all__ = [
+    "MAX_TAGS",
+    "MAX_TAG_LENGTH",
+    "NOT_A_WEBSOCKET",
+    "SocketOwner",
+    "SocketRegistry",
+    "fetch_scope",
+]
+
+#: workerd's text when ``acceptWebSocket`` is given something that is not a WebSocket.
+NOT_A_WEBSOCKET = (
+    "Failed to execute 'acceptWebSocket' on 'DurableObjectState': parameter 1 is not of type "
+    "'WebSocket'."
+)
 
 MAX_TAGS = 10
 MAX_TAG_LENGTH = 256
@@ -108,10 +121,7 @@ class SocketRegistry:
         try:
             end = end_of(ws)
         except WebSocketError:
-            raise WebSocketError(
-                "acceptWebSocket() expects the server end of a WebSocketPair, "
-                f"got {type(ws).__name__}"
-            ) from None
+            raise WebSocketError(NOT_A_WEBSOCKET) from None
         end.bind(self._owner.output_barrier)  # validates like workerd; sends pass the output gate
         self._tags[ws] = tuple(distinct)
         scope = fetch_scope.get()

@@ -6,6 +6,13 @@ none of that may be reachable from user code, or code that calls it would run he
 deploy. So the object's ``ctx.storage`` is this view, whose names are exactly Cloudflare's:
 ``sql``, ``kv``, ``get``/``put``/``delete``/``list``, ``getAlarm``/``setAlarm``/``deleteAlarm``,
 ``deleteAll``, ``transaction``, ``transactionSync``, ``sync``.
+
+On Cloudflare, Python reaches ``ctx.storage`` through the SDK's binding wrapper, which converts
+what goes in and what comes out (observed on workerd): a ``tuple`` or ``bytearray`` value is
+refused at the call (``TypeError: <class 'tuple'> cannot be sent over RPC.``), and what ``get``
+and ``list`` return comes back as the SDK gives it — dicts as ``JsDict`` (keys also read as
+attributes), bytes as ``memoryview``, ``1.0`` as ``1``, an aware ``datetime`` naive. With the
+JavaScript boundary's rules on (:func:`~doemu.jsboundary.is_strict`), this view does the same.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from doemu.jsboundary import check_rpc_value, from_rpc_result, is_strict
 from doemu.storage.kv import MISSING
 from doemu.storage.resolved import Resolved
 from doemu.storage.sql import SqlStorage
@@ -47,7 +55,7 @@ class DurableObjectStorage:
         self, keys: str | list[str], options: Mapping[str, Any] | None = None, /, **kwargs: Any
     ) -> Resolved[Any]:
         """``get(key)`` → value (None if missing); ``get([keys])`` → dict in key order."""
-        return self._storage.get(keys, options, **kwargs)
+        return _as_js(self._storage.get(keys, options, **kwargs))
 
     def put(
         self,
@@ -59,6 +67,8 @@ class DurableObjectStorage:
     ) -> Resolved[None]:
         """``put(key, value)`` or ``put({key: value, ...})``; options (``allowUnconfirmed``…)
         as a dict after them or as keywords."""
+        if is_strict():
+            check_rpc_value(key_or_entries if value is MISSING else value)
         return self._storage.put(key_or_entries, value, options, **kwargs)
 
     def delete(
@@ -72,7 +82,7 @@ class DurableObjectStorage:
     ) -> Resolved[dict[str, Any]]:
         """Key/value pairs in key order: ``start``, ``startAfter``, ``end``, ``prefix``,
         ``reverse``, ``limit``, as a dict and/or keyword arguments."""
-        return self._storage.list(options, **kwargs)
+        return _as_js(self._storage.list(options, **kwargs))
 
     def getAlarm(
         self, options: Mapping[str, Any] | None = None, /, **kwargs: Any
@@ -114,3 +124,10 @@ class DurableObjectStorage:
 
     def __repr__(self) -> str:
         return "<DurableObjectStorage>"
+
+
+def _as_js(result: Resolved[Any]) -> Resolved[Any]:
+    """``result`` as the SDK's wrapper hands it to Python (see the module docstring)."""
+    if not is_strict() or result._error is not None:
+        return result
+    return Resolved(from_rpc_result(result._value))

@@ -52,7 +52,10 @@ def begin(
     reply = ledger.next_reply()
     if reply.fail is not None:
         ledger.refuse(record)
-        return error(*reply.fail)
+        refusal = error(*reply.fail)
+        if reply.retry_after is not None:
+            refusal.headers["retry-after"] = f"{reply.retry_after:g}"
+        return refusal
     ledger.start(record, input_tokens)
     return reply
 

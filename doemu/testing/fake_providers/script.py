@@ -92,7 +92,8 @@ class Reply:
     """One scripted generation: its items in order, and how the stream behaves.
 
     ``fail=(status, message)`` answers the request with that HTTP status and the provider's real
-    error body instead of generating anything (nothing is billed).
+    error body instead of generating anything (nothing is billed); ``retry_after`` (seconds) adds
+    the ``Retry-After`` header a rate-limited or overloaded provider sends with it.
     """
 
     items: tuple[Item, ...]
@@ -101,6 +102,7 @@ class Reply:
     die_after: int | None
     stall_after: int | None
     fail: tuple[int, str] | None
+    retry_after: float | None
 
     def __init__(
         self,
@@ -110,6 +112,7 @@ class Reply:
         die_after: int | None = None,
         stall_after: int | None = None,
         fail: tuple[int, str] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         for item in items:
             if not isinstance(item, Text | ToolUse):
@@ -120,6 +123,7 @@ class Reply:
         object.__setattr__(self, "die_after", die_after)
         object.__setattr__(self, "stall_after", stall_after)
         object.__setattr__(self, "fail", fail)
+        object.__setattr__(self, "retry_after", retry_after)
 
     @property
     def delta_count(self) -> int:
