@@ -158,7 +158,9 @@ def _label(name: str, value: Any) -> str:
 
 
 def _entry(row: Mapping[str, Any]) -> UsageEntry:
-    return UsageEntry(**{**row, "priced": bool(row["priced"]), "partial": bool(row["partial"])})
+    # An integral REAL reads back as an int across the JavaScript boundary: cost stays a float.
+    return UsageEntry(**{**row, "cost": float(row["cost"]), "priced": bool(row["priced"]),
+                         "partial": bool(row["partial"])})  # fmt: skip
 
 
 _COLUMNS = "id, at, turn, op_id, kind, provider, model, input_tokens, output_tokens, cost, "

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 import websockets
 
-from agents.providers import CONTINUE_INSTRUCTION
 from doemu.testing.devserver import DevServer, DevServerFactory
 from doemu.testing.fake_providers import CounterServer, FakeLLM, Reply, Text, ToolUse
 from tests.polling import eventually_sync
@@ -239,7 +238,9 @@ def test_anthropic_continues_the_partial_as_a_prefill_once(server: DevServer, ll
     _clean(server)
 
 
-def test_chat_completions_retries_once_with_the_prefill(server: DevServer, llm: FakeLLM) -> None:
+def test_chat_completions_retries_once_with_the_partial_as_the_last_message(
+    server: DevServer, llm: FakeLLM
+) -> None:
     llm.script(Reply(Text(*words(0, 40)), hold_after=25))
     chat = Chat(server, "CompletionsChat", "retry")
     chat.send("tell me", until_chunks=20)
@@ -257,9 +258,9 @@ def test_chat_completions_retries_once_with_the_prefill(server: DevServer, llm: 
                     within=30, what="one reply")  # fmt: skip
     requests = llm.requests("chat")
     assert len(requests) == 2
-    retry = requests[1]["messages"]
-    assert retry[-2] == {"role": "assistant", "content": partial}
-    assert retry[-1] == {"role": "user", "content": CONTINUE_INSTRUCTION}
+    retry = requests[1]["messages"]  # the AI SDK's continuation prompt: [.., user, partial]
+    assert retry[-2:] == [{"role": "user", "content": "tell me"},
+                          {"role": "assistant", "content": partial}]  # fmt: skip
     retried = llm.stats.generations[1]
     assert chat.usage_rows() == [(0, 20, True),
                                  (retried.input_tokens, retried.output_tokens, False)]  # fmt: skip

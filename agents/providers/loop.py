@@ -9,13 +9,16 @@ the model again, until it answers without tools, a client tool needs the browser
   before it is sent, with its id as the idempotency key where the provider honours one. The
   turn's :mod:`checkpoint <agents.providers.checkpoint>` and the provider's handle are stored as
   soon as they exist. When the chat layer recovers the turn, the loop resumes the cut step by
-  the provider's strategy: it re-attaches to a stored response after the last persisted event
-  (OpenAI Responses), continues the persisted partial as a prefill (Anthropic), or asks again
-  with the partial and an instruction to continue (chat completions).
+  the provider's strategy: it re-attaches to a stored response after the newest event known to
+  have reached storage — a tool call, or a text cursor stored every few deltas — dropping the
+  persisted text it reads again (OpenAI Responses), continues the persisted partial as a
+  prefill (Anthropic), or asks again with the partial as the last assistant message (chat
+  completions).
 * **Side effects run once.** Server tools run under ledger ids derived from their position in
   the turn; tool calls persisted without a result are settled from the ledger first.
-* **Usage is counted** per request, as the provider reports it, into the agent's usage table
-  (per turn = per assistant message, per operation, per agent).
+* **Usage is counted** per request into the agent's usage table (per turn = per assistant
+  message, per operation, per agent): from the moment the provider accepts it, so a request
+  cut before its report still counts (:mod:`agents.providers.meter`).
 * **The proactive context guard**: before a step, when the previous step's input tokens crossed
   ``max_input_tokens × headroom`` (the agent's ``context_overflow.proactive``), the transcript
   is compacted with ``compact_messages`` (at most ``max_compactions`` times per reply).

@@ -1,10 +1,15 @@
 """Any OpenAI-compatible chat-completions endpoint: local servers, gateways, other vendors.
 
 Such an endpoint neither stores responses nor promises to continue an assistant prefill, so a
-cut reply is recovered by asking again (strategy ``"retry"``): with the partial answer as the
-last assistant message followed by :attr:`OpenAIChatCompletions.prefill_instruction` — the
-universal fallback of the project's design notes, which most models follow well. The new text
-is appended to the partial, so the user still reads one message.
+cut reply is recovered by asking again (strategy ``"retry"``) with the AI SDK's continuation
+prompt: the conversation with the partial answer as its last, assistant, message — what the
+JavaScript ``AIChatAgent`` sends on a continuation, and how OpenAI-compatible servers (vLLM,
+llama.cpp, LM Studio, Ollama…) are asked to continue a message. The new text is appended to the
+partial, so the user still reads one message. A model that answers a trailing assistant message
+with a fresh answer instead (OpenAI's own models tend to) can be told what to do with
+``prefill_instruction=CONTINUE_INSTRUCTION``: a user message after the partial, the universal
+fallback of the project's design notes, opt-in because it changes the conversation the model
+reads.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = ["CONTINUE_INSTRUCTION", "OpenAIChatCompletions", "chat_messages"]
 
 _REASONS = {"stop": "stop", "tool_calls": "tool-calls", "function_call": "tool-calls",
             "length": "length", "content_filter": "content-filter"}  # fmt: skip
+#: An instruction to continue a cut answer, for ``prefill_instruction`` (opt-in).
 CONTINUE_INSTRUCTION = (
     "Your previous answer was cut off. Continue exactly where it stopped, without repeating "
     "any of it and without any preamble."
@@ -41,10 +47,11 @@ CONTINUE_INSTRUCTION = (
 
 
 def chat_messages(
-    items: Sequence[Item], system: str | None, instruction: str | None
+    items: Sequence[Item], system: str | None = None, instruction: str | None = None
 ) -> list[dict[str, Any]]:
-    """Chat-completions ``messages`` for ``items``; a trailing assistant partial is followed
-    by ``instruction`` as a user message."""
+    """Chat-completions ``messages`` for ``items`` (see
+    :func:`~agents.providers.transcript.items_from_messages`), ``system`` first; a trailing
+    assistant partial is followed by ``instruction`` as a user message when one is given."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for item in items:
         if isinstance(item, Text):
@@ -75,8 +82,12 @@ def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 
 
 class OpenAIChatCompletions(HttpAdapter):
-    """An adapter for ``POST {base_url}/chat/completions`` (streamed, usage included);
-    ``from_env(env, model=…, base_url_var="MY_GATEWAY_URL")`` for another endpoint."""
+    """An adapter for ``POST {base_url}/chat/completions`` (streamed, usage included).
+
+    ``from_env(env, model=…, base_url_var="MY_GATEWAY_URL")`` reads the key and base URL from
+    ``env``; ``OpenAIChatCompletions(api_key=…, model=…, base_url=…)`` takes them as given.
+    ``prefill_instruction`` (default ``None``): a user message sent after a partial answer
+    being continued (see the module docstring; :data:`CONTINUE_INSTRUCTION` is one)."""
 
     name = "openai-chat"
     strategy: Strategy = "retry"
@@ -86,7 +97,7 @@ class OpenAIChatCompletions(HttpAdapter):
     base_url_var = "OPENAI_BASE_URL"
 
     def __init__(
-        self, *, prefill_instruction: str | None = CONTINUE_INSTRUCTION, **common: Any
+        self, *, prefill_instruction: str | None = None, **common: Any
     ) -> None:
         super().__init__(**common)
         self.prefill_instruction = prefill_instruction

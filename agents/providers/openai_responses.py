@@ -32,7 +32,7 @@ from .errors import ProviderStreamError
 from .keys import HttpAdapter
 from .transcript import Item, Text, ToolCall, result_text
 
-__all__ = ["OpenAIResponses"]
+__all__ = ["OpenAIResponses", "responses_input"]
 
 
 def responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
