@@ -274,6 +274,11 @@ def _check_model(value: Any, tp: Any, path: Path) -> Problem | None:
         where = (*path, *error.get("loc", ()))
         kind: ProblemKind = "missing" if error.get("type") == "missing" else "type"
         return Problem(where, kind, str(error.get("msg", "")), error.get("input"))
+    # The SDK's models accept extra keys (to read newer answers); a request must not have any.
+    known = {field.alias or name for name, field in tp.model_fields.items()}
+    for key in value:
+        if key not in known:
+            return Problem((*path, key), "unknown", got=value[key])
     return None
 
 
