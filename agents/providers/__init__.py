@@ -20,16 +20,23 @@ from .base import (
     ToolSpec,
     Usage,
 )
-from .errors import ProviderConfigError, ProviderError, ProviderHTTPError, ProviderStreamError
+from .errors import (
+    ProviderConfigError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderInputError,
+    ProviderStreamError,
+)
 from .loop import model_reply
 from .openai_chat import CONTINUE_INSTRUCTION, OpenAIChatCompletions, chat_messages
 from .openai_responses import OpenAIResponses, responses_input
 from .tools import Tool, ToolContext
-from .transcript import Item, Text, ToolCall, ToolResult, items_from_messages
+from .transcript import File, Item, Text, ToolCall, ToolResult, items_from_messages
 
 __all__ = [
     "CONTINUE_INSTRUCTION",
     "AnthropicMessages",
+    "File",
     "Finished",
     "Item",
     "ModelCall",
@@ -40,6 +47,7 @@ __all__ = [
     "ProviderError",
     "ProviderEvent",
     "ProviderHTTPError",
+    "ProviderInputError",
     "ProviderStreamError",
     "Started",
     "Text",

@@ -32,8 +32,9 @@ from .base import (
     tool_arguments,
 )
 from .errors import ProviderStreamError
+from .files import chat_part
 from .keys import HttpAdapter
-from .transcript import Item, Text, ToolCall, result_text
+from .transcript import File, Item, Text, ToolCall, result_text
 
 __all__ = ["CONTINUE_INSTRUCTION", "OpenAIChatCompletions", "chat_messages"]
 
@@ -47,15 +48,31 @@ CONTINUE_INSTRUCTION = (
 
 
 def chat_messages(
-    items: Sequence[Item], system: str | None = None, instruction: str | None = None
+    items: Sequence[Item],
+    system: str | None = None,
+    instruction: str | None = None,
+    *,
+    provider: str = "openai-chat",
 ) -> list[dict[str, Any]]:
     """Chat-completions ``messages`` for ``items`` (see
     :func:`~agents.providers.transcript.items_from_messages`), ``system`` first; a trailing
-    assistant partial is followed by ``instruction`` as a user message when one is given."""
+    assistant partial is followed by ``instruction`` as a user message when one is given. A
+    message with files takes content parts (text, then each file as
+    :func:`~agents.providers.files.chat_part` maps it; one it cannot take is refused)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    previous: Item | None = None
     for item in items:
-        if isinstance(item, Text):
-            messages.append({"role": item.role, "content": item.text})
+        if isinstance(item, Text | File):
+            joined = isinstance(previous, Text | File) and previous.role == item.role
+            if isinstance(item, Text):
+                part: Any = item.text
+            else:
+                part = chat_part(provider, item)
+            if joined:
+                _join(messages[-1], part)
+            else:
+                messages.append({"role": item.role, "content": part if isinstance(part, str)
+                                 else [part]})  # fmt: skip
         elif isinstance(item, ToolCall):
             arguments = json.dumps(dict(item.args), ensure_ascii=False)
             call = {"id": item.call_id, "type": "function",
@@ -68,11 +85,23 @@ def chat_messages(
         else:
             messages.append({"role": "tool", "tool_call_id": item.call_id,
                              "content": result_text(item.output)})  # fmt: skip
+        previous = item
     last = messages[-1] if messages else None
     if instruction and last is not None and last["role"] == "assistant" and last.get("content"):
         if not last.get("tool_calls"):
             messages.append({"role": "user", "content": instruction})
     return messages
+
+
+def _join(message: dict[str, Any], part: str | dict[str, Any]) -> None:
+    """Add text or a file part to a message's content (text stays a string while it can)."""
+    content = message["content"]
+    if isinstance(part, str) and isinstance(content, str):
+        message["content"] = content + part
+        return
+    parts = [{"type": "text", "text": content}] if isinstance(content, str) and content else []
+    parts = parts if isinstance(content, str) else list(content)
+    message["content"] = [*parts, {"type": "text", "text": part} if isinstance(part, str) else part]
 
 
 def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -96,16 +125,16 @@ class OpenAIChatCompletions(HttpAdapter):
     key_var = "OPENAI_API_KEY"
     base_url_var = "OPENAI_BASE_URL"
 
-    def __init__(
-        self, *, prefill_instruction: str | None = None, **common: Any
-    ) -> None:
+    def __init__(self, *, prefill_instruction: str | None = None, **common: Any) -> None:
         super().__init__(**common)
         self.prefill_instruction = prefill_instruction
 
     async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": chat_messages(call.items, call.system, self.prefill_instruction),
+            "messages": chat_messages(
+                call.items, call.system, self.prefill_instruction, provider=self.name
+            ),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
