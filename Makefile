@@ -1,9 +1,12 @@
 # Two entry points for a fresh clone with only python3 present:
-#   make dev   - venv, install, serve the bundled example
+#   make dev   - venv, install doemu and what serving needs (no dev toolchain), serve the example
 #   make test  - venv (if missing), install with dev extras, run lint, types and the whole suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# What `make dev` installs (doemu's own dependencies) and what the tools need on top (the
+# `dev` extra: pytest, mypy, ruff, Playwright, the provider SDKs). `make test` goes from either.
+SERVE  := $(VENV)/.installed
 STAMP  := $(VENV)/.installed-dev
 
 .PHONY: dev test lint typecheck unit e2e bench clean
@@ -16,12 +19,18 @@ $(BIN)/python:
 # .pyc files of an editable install, and every `doemu dev` compiles the ~100 doemu modules it
 # imports again: 60-80 ms of each restart. compileall writes them whatever that variable says; a
 # source edited later is compiled in memory again (its .pyc is stale) until compileall reruns.
-$(STAMP): $(BIN)/python pyproject.toml
+$(SERVE): $(BIN)/python pyproject.toml setup.py
+	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m compileall -q doemu agents
+	touch $(SERVE)
+
+$(STAMP): $(BIN)/python pyproject.toml setup.py
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -m compileall -q doemu agents
-	touch $(STAMP)
+	touch $(SERVE) $(STAMP)
 
-dev: $(STAMP)
+# A venv that has the dev extra already is good for serving too (no reinstall).
+dev: $(if $(wildcard $(STAMP)),$(STAMP),$(SERVE))
 	cd examples/counter && ../../$(BIN)/doemu dev
 
 lint: $(STAMP)

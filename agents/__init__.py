@@ -18,6 +18,9 @@ The tree is the table of contents, layers top to bottom (a module imports only f
 
 from __future__ import annotations
 
+# First, before any module of the package: OpenAI's `openai-agents` is also imported as
+# `agents`, and pip merges the two into one folder; importing this raises ImportError saying so.
+from . import _installation as _installation  # isort: skip
 from .agent import Agent as Agent
 from .core.connections import Connection as Connection
 from .core.connections import ConnectionContext as ConnectionContext

@@ -17,7 +17,9 @@ chunk stored in the resumable stream, flushed every 10, the reply persisted at t
   request's ``done`` frame. Chunks/s = chunks delivered to all clients / time from the request
   sent to the last client's ``done``. One unmeasured turn, then ``--turns`` measured; each turn
   sends the transcript so far (the snapshot a non-sender received at the end of the last turn)
-  plus the new user message, as ``useChat`` does.
+  plus the new user message, as ``useChat`` does. With ``--light`` the same again on a new chat
+  with ``{"path": "light"}`` in every request body (``chat_fanout_light``): doemu's agent then
+  answers with its hand-written lighter path instead of ``model_reply`` (bench/app/chat).
 * replay: a turn whose stream holds ``--replay-chunks`` chunks (the provider sends that many
   minus 3 deltas, the other three being start, start-step and text-start) and then stalls, so the
   stream stays live; once an observer has every chunk live, a new connection is opened
@@ -71,8 +73,10 @@ def _median(values: list[float]) -> float | None:
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
-def _request_frame(request_id: str, messages: list[dict[str, Any]]) -> str:
-    body = json.dumps({"messages": messages, "trigger": "submit-message"})
+def _request_frame(
+    request_id: str, messages: list[dict[str, Any]], extra: dict[str, Any] | None = None
+) -> str:
+    body = json.dumps({"messages": messages, "trigger": "submit-message", **(extra or {})})
     return json.dumps(
         {"id": request_id, "type": "cf_agent_use_chat_request",
          "init": {"method": "POST", "body": body}}
@@ -155,14 +159,18 @@ class ChatRun:
 
     # -------------------------------------------------------------------- fan-out
     async def _turn(
-        self, clients: list[ChatClient], transcript: list[dict[str, Any]], deltas: int
+        self,
+        clients: list[ChatClient],
+        transcript: list[dict[str, Any]],
+        deltas: int,
+        extra: dict[str, Any] | None,
     ) -> dict[str, Any]:
         request_id = uuid.uuid4().hex[:8]
         user = _user_message(f"turn chunks:{deltas}")
         waits = [asyncio.ensure_future(c.until_done(request_id)) for c in clients]
         cpu0 = tree_cpu_s(self.server.pid)
         t0 = time.perf_counter()
-        clients[0].ws.send_text(_request_frame(request_id, [*transcript, user]))
+        clients[0].ws.send_text(_request_frame(request_id, [*transcript, user], extra))
         done = await asyncio.wait_for(asyncio.gather(*waits), self.args.turn_limit)
         elapsed = max(t for _, t in done) - t0
         cpu = tree_cpu_s(self.server.pid) - cpu0
@@ -174,8 +182,11 @@ class ChatRun:
             "server_cpu_s": round(cpu, 3),
         }
 
-    async def fanout(self) -> dict[str, Any]:
+    async def fanout(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The fan-out row; ``extra`` goes into every request's body (``{"path": "light"}``
+        selects the doemu agent's lighter path) and keeps the frames log off."""
         a = self.args
+        log_frames = a.frames_log and extra is None
         chat = f"fanout-{uuid.uuid4().hex[:8]}"
         keep_sender: list[str] = []
         keep_other: list[str] = []
@@ -184,9 +195,9 @@ class ChatRun:
         turns: list[dict[str, Any]] = []
         try:
             for i in range(a.turns + 1):  # the first turn is not measured
-                if i == 1 and a.frames_log:
+                if i == 1 and log_frames:
                     clients[0].keep, clients[1].keep = keep_sender, keep_other
-                turn = await self._turn(clients, transcript, a.deltas)
+                turn = await self._turn(clients, transcript, a.deltas, extra)
                 clients[0].keep = clients[1].keep = None
                 # the transcript as the other clients have it: the snapshot sent at turn end
                 transcript = clients[1].transcript or transcript
@@ -199,7 +210,7 @@ class ChatRun:
                 )
         finally:
             await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-        if a.frames_log:
+        if log_frames:
             self.frames["turn_sender"] = keep_sender
             self.frames["turn_other_client"] = keep_other
         rates = [t["chunks"] / t["elapsed_s"] for t in turns]
@@ -322,6 +333,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         out["meta"]["start_to_ready_s"] = round(await run.start(), 3)
         log(f"[{args.label}] chat fan-out")
         out["chat_fanout"] = await run.fanout()
+        if args.light:
+            log(f"[{args.label}] chat fan-out, the lighter path")
+            out["chat_fanout_light"] = await run.fanout({"path": "light"})
         log(f"[{args.label}] chat replay")
         out["chat_replay"] = await run.replay()
     finally:
@@ -349,6 +363,12 @@ def main() -> None:
     ap.add_argument("--reconnects", type=int, default=10, help="measured reconnects")
     ap.add_argument("--turn-limit", type=float, default=60.0, help="seconds a turn may take")
     ap.add_argument("--frames-log", help="write the first measured turn's and replay's frames")
+    ap.add_argument(
+        "--light",
+        action="store_true",
+        help='also run the fan-out with {"path": "light"} in the request body (doemu\'s agent: '
+        "its hand-written lighter path, shown beside the judged row)",
+    )
     args = ap.parse_args()
     if args.clients < 2 or args.replay_chunks <= CHUNKS_BEFORE_DELTAS:
         ap.error("--clients must be ≥ 2 and --replay-chunks > 3")

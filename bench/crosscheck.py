@@ -83,8 +83,32 @@ def median(docs: list[dict[str, Any]], path: str) -> float | None:
     return statistics.median(nums) if nums else None
 
 
+def load_rounds(results: Path, prefix: str) -> dict[int, dict[str, Any]]:
+    """``<prefix>-N.json`` by round N."""
+    out = {}
+    for f in results.glob(f"{prefix}-[0-9]*.json"):
+        n = f.stem.rsplit("-", 1)[1]
+        if n.isdigit():
+            out[int(n)] = json.loads(f.read_text())
+    return dict(sorted(out.items()))
+
+
 def load(results: Path, prefix: str) -> list[dict[str, Any]]:
-    return [json.loads(f.read_text()) for f in sorted(results.glob(f"{prefix}-[0-9]*.json"))]
+    return list(load_rounds(results, prefix).values())
+
+
+def per_round(
+    doemu: dict[int, dict[str, Any]], workerd: dict[int, dict[str, Any]], path: str
+) -> tuple[list[float], list[float]]:
+    """doemu's value and doemu / workerd per round, for the rounds both have (the targets are
+    judged on the worst round; bench/summarize.py)."""
+    values, ratios = [], []
+    for n in sorted(set(doemu) & set(workerd)):
+        d, w = get(doemu[n], path), get(workerd[n], path)
+        if isinstance(d, int | float) and isinstance(w, int | float) and w:
+            values.append(d)
+            ratios.append(d / w)
+    return values, ratios
 
 
 def _apart(a: tuple[float, float], b: tuple[float, float]) -> float | None:
@@ -164,7 +188,8 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def compare(results: Path) -> dict[str, Any]:
     ours = {s: load(results, s) for s in ("doemu", "workerd")}
-    theirs = {s: load(results, f"shared-{s}") for s in ("doemu", "workerd")}
+    theirs_rounds = {s: load_rounds(results, f"shared-{s}") for s in ("doemu", "workerd")}
+    theirs = {s: list(r.values()) for s, r in theirs_rounds.items()}
     rows: list[dict[str, Any]] = []
     differ = 0
     for rid, label, mine, shared, digits, absolute, tol in PAIRS:
@@ -178,6 +203,7 @@ def compare(results: Path) -> dict[str, Any]:
         differs = None if apart is None else apart > DIFFER
         differ += bool(differs)
         cpu = (mine.rsplit(".", 1)[0] + ".server_cpu_pct", shared.rsplit(".", 1)[0])
+        d_runs, r_runs = per_round(theirs_rounds["doemu"], theirs_rounds["workerd"], shared)
         rows.append(
             {
                 "row": rid,
@@ -190,6 +216,8 @@ def compare(results: Path) -> dict[str, Any]:
                 "doemu_shared": d_s,
                 "workerd_shared": w_s,
                 "ratio_shared": r_s,
+                "doemu_shared_runs": d_runs,
+                "ratio_shared_runs": r_runs,
                 "apart": None if apart is None else round(apart, 3),
                 "differs": differs,
                 "server_cpu_ours": [median(ours[s], cpu[0]) for s in ("doemu", "workerd")],

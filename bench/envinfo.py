@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import provenance
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 
@@ -52,10 +54,8 @@ def main() -> None:
         for x in Path("/proc/meminfo").read_text().splitlines()
         if x.startswith("MemTotal")
     )
-    sha = sh("git", "-C", str(REPO), "rev-parse", "--short", "HEAD")
-    dirty = sh(
-        "git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", "doemu"
-    )
+    measured = provenance.state(REPO)  # the commit and its uncommitted changes, if any
+    sha = (measured["commit"] or "?")[:12]
     doemu_version = sh(
         str(REPO / ".venv" / "bin" / "python"), "-c", "import doemu; print(doemu.__version__)"
     )
@@ -73,7 +73,8 @@ def main() -> None:
         "filesystem": " ".join(fs[0].split()[:2]) if fs[0] else "",
         "fd_limit": str(resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
         "python": platform.python_version(),
-        "doemu": f"{doemu_version} (git {sha}{', doemu/ modified' if dirty else ''})",
+        "doemu": f"{doemu_version} (git {sha}{', modified' if measured['dirty'] else ''})",
+        "provenance": measured,
         "workerd": f"{pkg['dependencies']['workerd']} ({sh(str(workerd_bin), '--version')})",
         "wrk": (sh("wrk", "--version").splitlines() or ["?"])[0].split(" Copyright")[0]
         if shutil.which("wrk")

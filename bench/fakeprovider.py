@@ -6,9 +6,9 @@
 ``POST /v1/chat/completions`` with ``"stream": true`` answers ``text/event-stream``: a first
 chunk with ``delta.role``, then N chunks ``{"choices":[{"index":0,"delta":{"content":"w<i> "}}]}``
 as fast as the connection takes them, a last chunk with ``finish_reason: "stop"`` and ``usage``,
-then ``data: [DONE]`` — the shape ``@ai-sdk/openai-compatible`` parses and the Python agent in
-bench/app/src/chat.py reads. Both chat servers (doemu and workerd) call this same process, so a
-difference between them is never the model's.
+then ``data: [DONE]`` — the shape ``@ai-sdk/openai-compatible`` parses and the Python agents in
+bench/app/chat and bench/app/server read (``OpenAIChatCompletions``). Both chat servers (doemu and
+workerd) call this same process, so a difference between them is never the model's.
 
 What to produce comes from the text of the last user message, so the load client steers it
 through the chat request itself: ``chunks:N`` (N deltas, default 10) and the word ``stall``, which

@@ -3,10 +3,11 @@
 
     python bench/micro.py --work DIR --template DIR_100K --out results/micro-1.json
 
-* ``stash``: ``UPDATE cf_agents_runs SET snapshot=? WHERE id=?`` (what an ``agents`` fiber stash
-  issues) through ``ctx.storage.sql.exec`` on one object, timed inside the object: one statement
-  per turn (each committed before the next, as a fiber that awaits between steps) and all in one
-  turn (one commit).
+* ``stash``: ``self.stash(snapshot)`` inside ``run_fiber`` on an ``agents.Agent``
+  (bench/app/stash), a 1 KB snapshot, timed by a WebSocket client from its request to the
+  fiber's answer: one stash per turn, each followed by a frame to the client that leaves only
+  once the stash is durable (at power, after its fsync), and all in one turn (one commit, one
+  frame).
 * ``evicted_cold``: objects with storage are evicted through the admin API, then the first
   ``get`` (constructor + SQL read) is timed; a second ``get`` for contrast.
 * ``rss_per_object``: RSS of a fresh server, after N objects are live, and after all are evicted.
@@ -32,29 +33,32 @@ from typing import Any
 
 from benchlib import (
     HttpClient,
+    HttpError,
     Server,
     install_fast_loop,
     latency_ms,
     log,
     tree_rss_mb,
 )
+from wsclient import WebSocketClient
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "bench" / "app" / "wrangler.toml"
+STASH_APP = REPO / "bench" / "app" / "stash" / "wrangler.toml"
 NS_DIR = "doemu-bench-BenchDO"
 HEALTH = "/__doemu/api/health"
 
 
-def doemu_cmd(args: argparse.Namespace, state: Path) -> str:
+def doemu_cmd(args: argparse.Namespace, state: Path, app: Path = APP) -> str:
     return (
-        f"exec {args.doemu} dev --config {APP} --port {args.port} --persist-to {state} "
+        f"exec {args.doemu} dev --config {app} --port {args.port} --persist-to {state} "
         f"--log-level warning --durability {args.durability}"
     )
 
 
 class Doemu:
-    def __init__(self, args: argparse.Namespace, state: Path) -> None:
-        self.server = Server(doemu_cmd(args, state), args.port, Path(args.server_log))
+    def __init__(self, args: argparse.Namespace, state: Path, app: Path = APP) -> None:
+        self.server = Server(doemu_cmd(args, state, app), args.port, Path(args.server_log))
         self.http = HttpClient(args.port, timeout=60.0)
 
     async def __aenter__(self) -> Doemu:
@@ -74,28 +78,52 @@ class Doemu:
         return dict(json.loads(body))
 
 
+async def stash_run(ws: WebSocketClient, n: int, size: int, mode: str) -> dict[str, Any]:
+    """One fiber of ``n`` stashes; timed from the request to the ``done`` frame."""
+    t0 = time.perf_counter()
+    ws.send_text(json.dumps({"n": n, "bytes": size, "mode": mode}))
+    frames = 0
+    while True:
+        opcode, data = await ws.receive()
+        if opcode != 0x1:
+            raise HttpError(f"unexpected WebSocket opcode {opcode}")
+        text = data.decode()
+        if text.startswith('{"done"'):
+            elapsed = time.perf_counter() - t0
+            if json.loads(text)["done"] != n:
+                raise HttpError(f"the fiber answered {text}, not {n} steps")
+            break
+        if not text.startswith("{"):  # a step's frame (the rest: the agent protocol's)
+            frames += 1
+    want = n if mode == "turn" else 0
+    if frames != want:
+        raise HttpError(f"{frames} step frames for {n} stashes in mode {mode}")
+    return {"elapsed_s": elapsed, "per_s": n / elapsed}
+
+
 async def stash(args: argparse.Namespace, state: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {"statement": "UPDATE cf_agents_runs SET snapshot=? WHERE id=?"}
-    async with Doemu(args, state) as d:
-
-        async def one(n: int, mode: str) -> dict[str, Any]:
-            status, body = await d.http.post(
-                f"/obj/stash-agent/stash?n={n}&mode={mode}&bytes={args.stash_bytes}"
-            )
-            assert status == 200, body
-            return dict(json.loads(body))
-
-        await one(2000, "turn")  # warm-up: object live, statement cached
-        for mode in ("turn", "batch"):
-            runs = [await one(args.stash_n, mode) for _ in range(3)]
-            out[f"per_{mode}"] = {
-                "n": args.stash_n,
-                "snapshot_bytes": runs[0]["bytes"],
-                "per_s_runs": [round(r["per_s"]) for r in runs],
-                "per_s": round(statistics.median(r["per_s"] for r in runs)),
-            }
+    """``self.stash()`` inside ``run_fiber`` (bench/app/stash): every stash's frame (turn mode)
+    or the fiber's answer (batch) has left the object when the clock stops."""
+    out: dict[str, Any] = {
+        "what": "self.stash(snapshot) in run_fiber; turn: a frame per stash, each its own turn"
+    }
+    async with Doemu(args, state, STASH_APP):
+        ws = await WebSocketClient.connect(args.port, "/agents/stash-bench/stash-agent")
+        try:
+            await stash_run(ws, 2000, args.stash_bytes, "turn")  # warm-up: object live
+            for mode in ("turn", "batch"):
+                runs = [await stash_run(ws, args.stash_n, args.stash_bytes, mode)
+                        for _ in range(3)]  # fmt: skip
+                out[f"per_{mode}"] = {
+                    "n": args.stash_n,
+                    "snapshot_bytes": args.stash_bytes,
+                    "per_s_runs": [round(r["per_s"]) for r in runs],
+                    "per_s": round(statistics.median(r["per_s"] for r in runs)),
+                }
+        finally:
+            await ws.close(1000)
     log(
-        f"stash: {out['per_turn']['per_s']}/s one per turn, "
+        f"stash: {out['per_turn']['per_s']}/s one per turn with its frame, "
         f"{out['per_batch']['per_s']}/s in one turn"
     )
     return out

@@ -38,12 +38,14 @@ from benchlib import (
     tree_rss_mb,
     wrk_path,
 )
+from micro import stash_run
 from pyspy_report import summarize
 from wsclient import WebSocketClient
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 APP = BENCH / "app" / "wrangler.toml"
+STASH_APP = BENCH / "app" / "stash" / "wrangler.toml"  # the stash() row's agent
 RATE = 250
 HEALTH = "/__doemu/api/health"
 
@@ -58,7 +60,7 @@ class Ctx:
         if not Path(self.pyspy).exists():
             self.pyspy = shutil.which("py-spy") or "py-spy"
 
-    def doemu_argv(self, state: Path, launcher: str = "doemu") -> list[str]:
+    def doemu_argv(self, state: Path, launcher: str = "doemu", app: Path = APP) -> list[str]:
         venv = REPO / ".venv" / "bin"
         head = {
             "doemu": [str(venv / "doemu")],
@@ -66,10 +68,10 @@ class Ctx:
         }[launcher]
         tail = ["--port", str(self.port), "--persist-to", str(state), "--log-level", "warning",
                 "--durability", "power"]  # fmt: skip  # the level the targets are judged at
-        return [*head, "dev", "--config", str(APP), *tail]
+        return [*head, "dev", "--config", str(app), *tail]
 
-    def server(self, state: Path, launcher: str = "doemu") -> Server:
-        cmd = "exec " + " ".join(self.doemu_argv(state, launcher))
+    def server(self, state: Path, launcher: str = "doemu", app: Path = APP) -> Server:
+        cmd = "exec " + " ".join(self.doemu_argv(state, launcher, app))
         return Server(cmd, self.port, self.out / "server.log")
 
 
@@ -121,7 +123,7 @@ async def _during(ctx: Ctx, srv: Server, name: str, seconds: float, work: Any) -
 async def prof_http(ctx: Ctx, row: str, launcher: str) -> dict[str, Any]:
     state = ctx.args.work / f"prof-{row}-{launcher}"
     shutil.rmtree(state, ignore_errors=True)
-    srv = ctx.server(state, launcher)
+    srv = ctx.server(state, launcher, STASH_APP if row == "stash_turn" else APP)
     srv.start()
     http = HttpClient(ctx.port)
     secs = ctx.args.seconds
@@ -224,10 +226,11 @@ async def prof_http(ctx: Ctx, row: str, launcher: str) -> dict[str, Any]:
                         "GET", [f"/obj/a{burst}-{i}/alarmlog" for i in range(100)], 10
                     )
         elif row == "stash_turn":
-            what = "stash(): 50,000 UPDATEs on one object, one per turn"
+            what = "stash(): self.stash() in run_fiber, 50,000 steps, a frame per step, power"
+            ws = await WebSocketClient.connect(ctx.port, "/agents/stash-bench/stash")
 
             async def work() -> None:
-                await http.post("/obj/stash/stash?n=50000&mode=turn")
+                await stash_run(ws, 50_000, 1024, "turn")
         else:
             raise ValueError(row)
         extra = await _during(ctx, srv, name, secs if row != "alarm_p99" else 3, work)

@@ -15,7 +15,8 @@
 # BENCH_LOAD_ARGS and BENCH_SHARED_ARGS (extra bench/load.py and shared load.py options, e.g.
 # '--rss-marks 200,1000' for a quick try; not for real numbers), BENCH_CHAT_ARGS (extra
 # bench/chatload.py options), BENCH_SERVER_ARGS (extra bench/serverload.py options), BENCH_PHASES
-# (abcdefghij: which phases run; i is the chat rows, j the agent-server rows, so
+# (abcdefghijk: which phases run; i is the chat rows, j the agent-server rows, k the bindings rows
+# (KV, D1, R2 beside Miniflare, bench/bindingsload.py), so
 # `BENCH_PHASES=i BENCH_MICRO_RUNS=0 BENCH_PROFILE=0 bash bench/run.sh` runs only the chat rows).
 # `bash bench/run.sh --summarize` only rewrites BENCHMARKS.md from bench/results/.
 set -euo pipefail
@@ -25,8 +26,14 @@ cd "$repo"
 RESULTS="$repo/bench/results"
 BPY="$repo/bench/.venv/bin/python"
 
+# BENCHMARKS.md describes one commit: no run on uncommitted changes to the code it measures,
+# and no report written into a tree whose measured code differs from the commit measured
+# (bench/provenance.py). BENCH_ALLOW_DIRTY=1 allows both, and the report then says it is a draft.
+DIRTY_OK=()
+[ "${BENCH_ALLOW_DIRTY:-0}" = 1 ] && DIRTY_OK=(--allow-dirty)
+
 if [ "${1:-}" = "--summarize" ]; then
-  "$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md"
+  "$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md" "${DIRTY_OK[@]}"
   exit 0
 fi
 
@@ -39,11 +46,13 @@ STARTUP_ALARMS="${BENCH_STARTUP_ALARMS:-10000}"
 PROFILE="${BENCH_PROFILE:-1}"
 CROSSCHECK="${BENCH_CROSSCHECK:-$RUNS}"
 EQUAL_IDLE="${BENCH_EQUAL_IDLE:-10}"
-RUN_PHASES="${BENCH_PHASES:-abcdefghij}"
+RUN_PHASES="${BENCH_PHASES:-abcdefghijk}"
 WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
 
 say() { printf '\n== %s\n' "$*" >&2; }
+
+if [ "${#DIRTY_OK[@]}" = 0 ]; then python3 bench/provenance.py check-clean; fi
 
 # ---------------------------------------------------------------- tools
 say "setting up"
@@ -74,6 +83,10 @@ fi
 # The chat peer: Cloudflare's AIChatAgent and the AI SDK (pinned), bundled for workerd.
 if [[ "$RUN_PHASES" == *i* ]]; then
   (cd bench/peer-chat && npm ci --no-audit --no-fund --loglevel=error >/dev/null && ./build.sh)
+fi
+# The bindings rows' peer: Miniflare (pinned), what wrangler dev runs.
+if [[ "$RUN_PHASES" == *k* ]]; then
+  (cd bench/peer-bindings && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
 # doemu derives its default live-object cap from the open-file limit: make the limit the same on
@@ -116,7 +129,8 @@ doemu_process_cmd() { doemu_at "$1" "$2" process; }
 doemu_equal_cmd() { doemu_at "$1" "$2" power "--idle-timeout $EQUAL_IDLE --max-live-objects $EQUAL_CAP"; }
 workerd_cmd() { echo "exec $repo/bench/peer/serve.sh $1 $2"; }
 # The chat rows' servers (phase i): the same agent on each, the fake provider's URL as the third
-# argument (doemu: [vars] PROVIDER_URL; workerd: the PROVIDER_URL environment binding).
+# argument (doemu: --var OPENAI_BASE_URL; workerd: the PROVIDER_URL environment binding). doemu's
+# fan-out runs twice: the agent a user writes (model_reply, judged) and its lighter path (--light).
 doemu_chat_cmd() { echo "exec $repo/bench/app/chat/serve.sh $1 $2 $3 --durability power"; }
 workerd_chat_cmd() { echo "exec $repo/bench/peer-chat/serve.sh $1 $2 $3"; }
 # The agent-server rows' server (phase j, doemu only): bench/app/server, the fake provider's URL
@@ -158,6 +172,7 @@ chat_run() {  # label, index: the chat rows against one fresh chat server and fr
   logged "$BPY" bench/chatload.py --label "$label" --port "$port" --provider-port "$pport" \
     ${BENCH_CHAT_ARGS:-} --server-cmd "$("${label}_chat_cmd" "$port" "$state" "http://127.0.0.1:$pport/v1")" \
     --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" --merge \
+    $([ "$label" = doemu ] && echo --light) \
     $([ "$i" = 1 ] && echo --frames-log "$RESULTS/$label-chat-frames.json") > /dev/null
 }
 
@@ -211,6 +226,12 @@ for i in $(seq 1 "$RUNS"); do
   done
 done
 if [ "$CROSSCHECK" -gt 0 ]; then "$BPY" bench/crosscheck.py compare --results "$RESULTS"; fi
+# Phase k: the bindings rows, doemu (both durability levels) and Miniflare interleaved run by run.
+if [[ "$RUN_PHASES" == *k* ]]; then
+  say "bindings rows (phase k)"
+  logged "$BPY" bench/bindingsload.py --results "$RESULTS" --work "$WORK" --runs "$RUNS" \
+    --duration "$DURATION" --warmup "$WARMUP"
+fi
 # The persist dirs go only now: deleting thousands of files is file-system work of its own, which
 # must not run right before another server's cold or create phase.
 rm -rf "$WORK"/state-* "$WORK"/cc-*
@@ -246,5 +267,5 @@ fi
 
 rm -rf "$WORK"
 "$BPY" bench/envinfo.py "$RESULTS/env.json" --finish "$((SECONDS - t_start))"
-"$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md"
+"$BPY" bench/summarize.py --results "$RESULTS" --out "$repo/BENCHMARKS.md" "${DIRTY_OK[@]}"
 say "wrote BENCHMARKS.md ($(( (SECONDS - t_start) / 60 )) min)"

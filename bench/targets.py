@@ -8,11 +8,15 @@ from __future__ import annotations
 
 __all__ = ["ADVICE", "TARGETS"]
 
-# (row id, kind, threshold, text). kind "ratio_min": doemu/workerd >= threshold;
-# "max"/"min": the doemu median itself. doemu is the power-durability run (workerd's durability:
-# every commit durable before its output leaves); rows that write also run at process durability,
-# shown next to it but not judged. Where the shared harness (crosscheck.py) measured the row too,
-# a target counts as met only if both harnesses find it met.
+# (row id, kind, threshold, text). kind "ratio_min": doemu/workerd >= threshold; "max"/"min":
+# the doemu value itself. Judged on the worst round (bench/summarize.py): the lowest per-round
+# ratio (each round's doemu run against the same round's workerd run), the highest value under a
+# ceiling, the lowest above a floor; the median is shown beside it. doemu is the
+# power-durability run (workerd's durability: every commit durable before its output leaves);
+# rows that write also run at process durability, shown next to it but not judged. Where the
+# shared harness (crosscheck.py) measured the row too, a target counts as met only if both
+# harnesses find it met. The chat fan-out is judged on the agent a user writes (model_reply over
+# OpenAIChatCompletions); its lighter hand-written path is shown beside it, not judged.
 TARGETS: list[tuple[str, str, float, str]] = [
     ("ping_c32", "ratio_min", 1.2, "ping c=32 ≥ 1.2× workerd"),
     ("incr_spread", "ratio_min", 1.5, "incr over 1,000 objects c=32 ≥ 1.5× workerd"),
@@ -145,19 +149,25 @@ ADVICE: dict[str, str] = {
         "start-up that imports only the storage layer before the first request."
     ),
     "stash_turn": (
-        "each stash is one `SqlStorage.exec` (authorizer, cursor) plus, because it is its own "
-        "turn, one implicit-transaction commit (`BEGIN`/`COMMIT`) scheduled on the loop; the "
-        "profile splits the time between the two."
+        "each step of the fiber is `self.stash()` (the snapshot serialised with `json.dumps`, "
+        "one `UPDATE cf_agents_runs` through the agent's SQL layer), one WebSocket frame and the "
+        "end of the turn: a commit, and at power durability an fsync that the frame waits for "
+        "(the output gate; one fsync covers every commit made while the previous one was in "
+        "flight, so the fiber does not wait for each). The process column is the same without "
+        "the fsyncs, the batch row the same stashes in one commit; the profile splits the "
+        "serialisation, the statement, the commit and the frame."
     ),
     "chat_fanout": (
-        "per chunk the agent parses the provider's SSE line (bench/app/chat/src/entry.py), "
-        "applies the chunk to the assistant message (`AssistantMessage.consume`), stores it in "
-        "the resumable stream (`ResumableStreams.store`, a flush every 10 chunks, each flush a "
-        "commit that at power durability holds the following frames until its fsync) and "
-        "broadcasts one frame to every connection (`_chat_broadcast`: one `dumps` per frame, "
-        "one WebSocket send per connection); at the end the whole transcript is persisted and "
-        "sent to the other clients. The profile splits the turn between these; a broadcast that "
-        "encodes the frame once for all connections, or fewer commits per turn, are the levers."
+        "per chunk the agent's `model_reply` (agents/providers/loop.py) reads the provider's "
+        "SSE through the `OpenAIChatCompletions` adapter (`post_sse`), turns the delta into a "
+        "UI-message chunk, applies it to the assistant message (`AssistantMessage.consume`), "
+        "stores it in the resumable stream (`ResumableStreams.store`, a flush every 10 chunks, "
+        "each flush a commit that at power durability holds the following frames until its "
+        "fsync) and broadcasts one frame to every connection (`_chat_broadcast`); per step the "
+        "loop also writes its operation-ledger row and checkpoint. At the end the whole "
+        "transcript is persisted and sent to the other clients. The lighter-path row (a "
+        "hand-written SSE reader, no ledger, no checkpoint) shows what the model loop itself "
+        "costs; the profile splits the turn between these."
     ),
     "chat_replay": (
         "a reconnect is the WebSocket upgrade and the agent's connect (`cf_agent_stream_"

@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "DataCloneError",
     "DoemuError",
+    "DurableObjectAbort",
     "FetchError",
     "HttpError",
     "InvalidIdError",
@@ -79,6 +80,20 @@ class ObjectResetError(DoemuError):
     """The object was reset (``ctx.abort``, admin reset, blockConcurrencyWhile timeout).
 
     In-flight callers receive this error; the next event builds a fresh instance.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DurableObjectAbort(BaseException):
+    """What ``ctx.abort()`` raises in the aborting code, as Cloudflare's Python runtime does.
+
+    A ``BaseException``, not a :class:`DoemuError`, on purpose: the workers runtime SDK's
+    ``DurableObjectAbort`` (``workers/entrypoints.py``) is one, so that an ``except Exception:``
+    around the call cannot swallow it and the code after such a handler does not run. It ends
+    the handler; the object's callers get the reset's :class:`ObjectResetError`.
     """
 
     def __init__(self, reason: str) -> None:

@@ -15,6 +15,7 @@ import re
 import secrets
 
 from .errors import InvalidIdError
+from .jsboundary import is_strict
 
 __all__ = [
     "INVALID_ID_FOREIGN",
@@ -58,9 +59,18 @@ class DurableObjectId:
         return f"DurableObjectId({self._hex!r}{suffix})"
 
     def __eq__(self, other: object) -> bool:
+        """As on Cloudflare (a JS object seen through Pyodide), ``==`` is identity: two ids of the
+        same object are ``equals()``, not ``==`` (by value under ``--lenient``)."""
+        if is_strict():
+            return self is other
         return self.equals(other)
 
     def __hash__(self) -> int:
+        if is_strict():
+            raise TypeError(
+                "unhashable type: 'DurableObjectId' (doemu: on Cloudflare an id is a JavaScript "
+                "object, which cannot be a dict key or set member; use str(id))"
+            )
         return hash(self._hex)
 
 

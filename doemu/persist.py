@@ -6,16 +6,25 @@
     metadata.sqlite          the namespace's alarm table (see doemu.alarms.table)
     <64-hex id>.sqlite       one file per object (WAL mode: also -wal and -shm beside it)
     .spare/                  ready-made empty object files (see doemu.storage.files)
+  kv/<namespace>.sqlite      one file per KV namespace (see doemu.bindings.kv)
+  d1/<database>.sqlite       one file per D1 database, the database itself (see doemu.bindings.d1)
+  r2/<bucket>/               one directory per R2 bucket (see doemu.bindings.r2)
+    metadata.sqlite          its objects, versions and multipart uploads
+    blobs/<2 hex>/<32 hex>   object bodies and parts, each written whole before it is named
 ```
 
 It is workerd's layout for local SQLite-backed objects, so a persist directory reads the same to
 both. Object names and ids never become file names except as validated 64-hex ids: a name is
 hashed into an id first (:mod:`doemu.ids`), and :func:`object_file` refuses anything else, so no
-request can reach a path outside its namespace's directory.
+request can reach a path outside its namespace's directory. A binding's resource (a KV namespace
+id, a D1 database id, a bucket name) becomes a file name only when it is a plain name
+(:func:`resource_stem`; anything else is hashed), and its directories hold no ``-``, so they
+never collide with a namespace's ``<worker>-<Class>``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -25,9 +34,14 @@ from .ids import is_hex_id
 __all__ = [
     "METADATA_FILE",
     "SPARE_DIR",
+    "d1_file",
+    "kv_file",
     "metadata_file",
     "namespace_dir",
     "object_file",
+    "r2_blob_file",
+    "r2_dir",
+    "resource_stem",
     "spare_dir",
     "stored_ids",
     "unique_key",
@@ -81,3 +95,38 @@ def stored_ids(directory: Path) -> list[str]:
     return sorted(
         path.stem for path in directory.glob(f"*{_OBJECT_SUFFIX}") if is_hex_id(path.stem)
     )
+
+
+# ------------------------------------------------------------------------------------- bindings
+
+_BLOB_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def resource_stem(name: str) -> str:
+    """A file name for a binding's resource: the name itself when it is a plain name (letters,
+    digits, ``_``, ``.``, ``-``; not starting with ``.``; at most 100 characters), else a hash."""
+    if _KEY.fullmatch(name) and len(name) <= 100:
+        return name
+    return "h-" + hashlib.sha256(name.encode()).hexdigest()[:32]
+
+
+def kv_file(root: Path, namespace: str) -> Path:
+    """The SQLite file of the KV namespace ``namespace`` (its id, else its binding name)."""
+    return root / "kv" / f"{resource_stem(namespace)}{_OBJECT_SUFFIX}"
+
+
+def d1_file(root: Path, database: str) -> Path:
+    """The SQLite file that is the D1 database ``database`` (its id, else name, else binding)."""
+    return root / "d1" / f"{resource_stem(database)}{_OBJECT_SUFFIX}"
+
+
+def r2_dir(root: Path, bucket: str) -> Path:
+    """The directory of the R2 bucket ``bucket``: ``metadata.sqlite`` and ``blobs/``."""
+    return root / "r2" / resource_stem(bucket)
+
+
+def r2_blob_file(bucket_dir: Path, blob_id: str) -> Path:
+    """Where a body (or a part) with the 32-hex ``blob_id`` lives; only such ids are accepted."""
+    if _BLOB_ID.fullmatch(blob_id) is None:
+        raise DoemuError(f"refusing to use {blob_id!r} as an R2 blob file name")
+    return bucket_dir / "blobs" / blob_id[:2] / blob_id

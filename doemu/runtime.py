@@ -15,6 +15,7 @@ User code never sees these types: it sees ``env.BINDING`` (a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import random
@@ -25,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from .alarms import AlarmKey, AlarmService
+from .bindings import WorkerBindings
 from .clock import Clock, SystemClock
 from .compat import set_clock, set_env, set_output_gate, set_wait_until
 from .compat.boundary import accept_promise, set_strict
 from .compat.outbound import close_clients
 from .config import Durability
+from .config.bindings import WorkerResources
 from .errors import DoemuError
 from .events import EventBus
+from .jsboundary import is_strict
 from .objects import (
     ClassSpec,
     DurableObjectNamespace,
@@ -60,22 +64,65 @@ current_entry: contextvars.ContextVar[Callable[[Awaitable[Any]], None] | None] =
 
 
 class Env:
-    """The ``env`` every object and the entry worker receive: bindings and ``[vars]``."""
+    """The ``env`` every object and the entry worker receive: bindings and ``[vars]``.
+
+    Read by attribute (``env.COUNTER``), as on Cloudflare. There, the Python SDK's env wrapper
+    cannot be listed or indexed: ``dir(env)`` shows only the bindings already read (it caches
+    them as they are), and ``iter(env)``, ``"X" in env`` and ``env["X"]`` raise ``TypeError``.
+    With the JavaScript boundary's rules on, doemu's env behaves the same; under ``--lenient``
+    it can be listed, indexed and searched. A binding that does not exist raises
+    ``AttributeError`` naming the ones that do.
+    """
+
+    __slots__ = ("_read", "_values")
 
     def __init__(self, values: Mapping[str, Any]) -> None:
-        self.__dict__.update(values)
+        object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "_read", set())
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        try:
+            value = values[name]
+        except KeyError:
+            if name.startswith("__"):
+                raise AttributeError(name) from None
+            known = ", ".join(sorted(values)) or "none"
+            raise AttributeError(
+                f"{name} (doemu: this Worker has no binding or variable {name!r}; it has: {known})"
+            ) from None
+        object.__getattribute__(self, "_read").add(name)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._values[name] = value
+
+    def __dir__(self) -> list[str]:
+        if is_strict():
+            return sorted(self._read)
+        return sorted(self._values)
+
+    def _listing(self, what: str) -> None:
+        if is_strict():
+            raise TypeError(
+                f"{what} is not supported by Cloudflare's env (doemu: the Python SDK's env "
+                "wrapper cannot be listed or indexed; read bindings by name: getattr(env, name))"
+            )
 
     def __getitem__(self, name: str) -> Any:
-        return self.__dict__[name]
+        self._listing("env[name]")
+        return self._values[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self.__dict__
+        self._listing("'name' in env")
+        return name in self._values
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.__dict__)
+        self._listing("iter(env)")
+        return iter(self._values)
 
     def __repr__(self) -> str:
-        return f"Env({', '.join(sorted(self.__dict__))})"
+        return f"Env({', '.join(sorted(self._values))})"
 
 
 class Runtime:
@@ -95,6 +142,8 @@ class Runtime:
         limits: StorageLimits | None = None,
         rng: random.Random | None = None,
         durability: Durability = "process",
+        resources: WorkerResources | None = None,
+        entrypoints: Mapping[str, type] | None = None,
         lenient: bool = False,
     ) -> None:
         self.worker_name = worker_name
@@ -142,7 +191,17 @@ class Runtime:
             self.bindings[binding] = ns
         self._by_unique_key = {ns.unique_key: ns for ns in self.namespaces.values()}
         self._stubs = {b: DurableObjectNamespace(ns) for b, ns in self.bindings.items()}
-        self._env = Env({**(vars or {}), **self._stubs})
+        #: KV, D1, R2, services, crons and assets (see doemu.bindings).
+        self.extra = WorkerBindings(
+            resources or WorkerResources(),
+            persist_dir=self.persist_dir,
+            clock=self._clock,
+            sync_pool=self.sync_pool,
+            host=self,
+            entrypoints=entrypoints,
+            worker_name=worker_name,
+        )
+        self._env = Env({**(vars or {}), **self._stubs, **self.extra.env_values()})
         self.started = False
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -238,8 +297,19 @@ class Runtime:
             self.release_alarms()
 
     def release_alarms(self) -> None:
-        """Arm the alarms :meth:`start` loaded (idempotent)."""
+        """Arm the alarms :meth:`start` loaded, and the cron triggers (idempotent)."""
         self.alarms.release()
+        self.extra.start()
+
+    @contextlib.contextmanager
+    def entry_scope(self, wait_until: Callable[[Awaitable[Any]], None]) -> Iterator[None]:
+        """While an entrypoint the runtime calls (a cron, a service) runs, ``workers.waitUntil``
+        goes to its ``ctx.waitUntil``."""
+        token = current_entry.set(wait_until)
+        try:
+            yield
+        finally:
+            current_entry.reset(token)
 
     def _wait_until(self, awaitable: Awaitable[Any]) -> None:
         """``workers.waitUntil``: the current object's ``ctx.waitUntil``, else the request's.
@@ -273,6 +343,7 @@ class Runtime:
         if self._closed:
             return
         self._closed = True  # from here on, ObjectHost.call refuses new events
+        self.extra.stop()
         running = [*self.alarms.stop(), *self._tasks]
         self.eviction.close()
         for task in running:
@@ -285,6 +356,7 @@ class Runtime:
                     host.reset("The runtime is shutting down.") if host.busy else host.evict_now()
         self.alarms.close()
         await asyncio.sleep(0)
+        self.extra.close()
         await asyncio.to_thread(self.files.close)  # deferred closes land; spares are removed
         if self.sync_pool is not None:
             await asyncio.to_thread(self.sync_pool.close)  # fsyncs in flight land

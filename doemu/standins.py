@@ -4,24 +4,34 @@ User code and ``agents`` import Cloudflare's Python Workers modules by their Clo
 Inside ``doemu dev``, the test harness and the pytest plugin, :func:`doemu.compat.install_modules`
 puts doemu's stand-ins in ``sys.modules``; an editor, a REPL, a doc tool or a plain ``python -c
 "import agents"`` runs none of those. The wheel therefore ships ``doemu-standins.pth``, whose one
-line calls :func:`install` when the interpreter starts: it appends :class:`StandInFinder` to the
-*end* of ``sys.meta_path``.
+line (written by ``setup.py``) puts a tiny finder in ``sys.meta_path`` when the interpreter
+starts. That finder is defined in the ``.pth`` line itself and **imports nothing**: for any
+other name it answers "not mine" at once, and only when ``workers``, ``js``, ``pyodide`` or
+``pyodide.ffi`` is imported does it import this module and call :func:`find_spec`.
 
-Why a fallback finder from a ``.pth`` and not top-level ``workers``/``js``/``pyodide`` modules in
-the wheel:
+Why nothing at start-up: a ``.pth`` runs in every interpreter of the venv (every ``pytest``,
+every tool), so importing ``doemu`` there cost each of them time, and made pytest warn
+``Module already imported so cannot be rewritten: doemu`` (doemu is also a pytest plugin, and
+pytest can only rewrite the asserts of a plugin it imports itself).
 
-* **Nothing is shadowed.** The finder is asked only after every other finder has failed, so any
-  real module of those names wins: the ``pyodide`` package of ``pyodide-py``, a ``js`` namespace
-  package (fanstatic's ``js.jquery`` …), a PyPI ``workers``. Top-level modules in the wheel would
-  collide with those on disk and on install.
+Why a finder and not top-level ``workers``/``js``/``pyodide`` modules in the wheel:
+
+* **A real module wins.** :func:`find_spec` first asks the import system's other finders; a
+  real module or package of one of those names is what gets imported: the ``pyodide`` package
+  of ``pyodide-py``, a PyPI ``workers``, a ``js`` namespace package holding Python (fanstatic's
+  ``js.jquery`` …). Top-level modules in the wheel would collide with those on disk and on
+  install.
+* **A folder of JavaScript is not a ``js`` module.** A project with a ``js/`` folder of scripts
+  in the current directory is common, and Python would import that folder as a namespace
+  package, so ``from js import Date`` failed with ``cannot import name 'Date' from 'js'``. A
+  namespace package none of whose folders holds Python (a module, or a package with an
+  ``__init__.py``) is therefore passed over for the stand-in. That is also why the finder sits
+  *before* the path finder in ``sys.meta_path`` rather than after it: after it, the folder
+  would already have been imported.
 * **Deploying is untouched.** On Cloudflare, doemu is not installed, and the runtime provides
   ``js`` (Pyodide's built-in module, in ``sys.modules`` from the start) and ``workers`` (the
   runtime SDK); even a doemu vendored into a Worker by mistake changes nothing, because vendored
-  packages are put on ``sys.path`` without processing their ``.pth`` files, and the finder would
-  come after the real modules anyway.
-* **Start-up stays cheap.** The ``.pth`` imports only this module (standard library only);
-  :mod:`doemu.compat` (tens of milliseconds) is imported the first time user code imports one of
-  the names.
+  packages are put on ``sys.path`` without processing their ``.pth`` files.
 
 The module the finder returns *is* doemu's stand-in (``sys.modules["workers"] is
 doemu.compat.workers``), so a later :func:`~doemu.compat.install_modules` finds it already in
@@ -31,19 +41,46 @@ place, and classes are never duplicated. Typing is separate: the wheel's stub-on
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
-from importlib.machinery import ModuleSpec
+from importlib.machinery import ModuleSpec, all_suffixes
 from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
-if TYPE_CHECKING:  # importlib.abc costs start-up time, and this module runs in every interpreter
+if TYPE_CHECKING:
     from importlib.abc import Loader
 
-__all__ = ["NAMES", "StandInFinder", "install"]
+__all__ = ["NAMES", "PTH_LINE", "StandInLoader", "find_spec"]
 
 #: The import names the finder provides (those of :data:`doemu.compat.MODULES`).
 NAMES = frozenset({"workers", "js", "pyodide", "pyodide.ffi"})
+
+#: The ``.pth`` line ``setup.py`` writes (one line: ``site`` runs lines that start with
+#: ``import``). It defines the start-up finder, which imports nothing until one of
+#: :data:`NAMES` is imported, and puts it just before the path finder. A doemu that was removed
+#: or is broken makes the finder answer "not mine": an interpreter must always start.
+PTH_LINE = (
+    "import sys; exec("
+    + repr(
+        "class DoemuStandIns:\n"
+        " names = ('workers', 'js', 'pyodide', 'pyodide.ffi')\n"
+        " @classmethod\n"
+        " def find_spec(cls, name, path=None, target=None):\n"
+        "  if name not in cls.names:\n"
+        "   return None\n"
+        "  try:\n"
+        "   from doemu.standins import find_spec\n"
+        "  except Exception:\n"
+        "   return None\n"
+        "  return find_spec(name, path, target, cls)\n"
+        "if not any(getattr(f, '__name__', '') == 'DoemuStandIns' for f in sys.meta_path):\n"
+        " at = [i for i, f in enumerate(sys.meta_path) if getattr(f, '__name__', '') "
+        "== 'PathFinder']\n"
+        " sys.meta_path.insert(at[0] if at else len(sys.meta_path), DoemuStandIns)\n"
+    )
+    + ")\n"
+)
 
 
 def _stand_in(name: str) -> ModuleType:
@@ -52,18 +89,66 @@ def _stand_in(name: str) -> ModuleType:
     return MODULES[name]
 
 
-class StandInFinder:
-    """A meta-path finder and loader of last resort for :data:`NAMES` (see the module docstring)."""
+def _holds_python(folder: str) -> bool:
+    """Whether ``folder`` holds a Python module or a regular package (one level deep)."""
+    suffixes = tuple(all_suffixes())
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return False
+    for entry in entries:
+        if entry.name.endswith(suffixes):
+            return True
+        if entry.is_dir() and os.path.exists(os.path.join(entry.path, "__init__.py")):
+            return True
+    return False
 
-    @classmethod
-    def find_spec(
-        cls, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname not in NAMES:
-            return None
-        if fullname == "pyodide.ffi" and sys.modules.get("pyodide") is not _stand_in("pyodide"):
-            return None  # a real pyodide without an ffi module: not ours to complete
-        return ModuleSpec(fullname, cast("Loader", cls), origin="doemu stand-in")
+
+def _is_python(spec: ModuleSpec) -> bool:
+    """Whether a spec another finder found is a real module (see "a folder of JavaScript")."""
+    locations = spec.submodule_search_locations
+    if spec.origin is not None or locations is None:
+        return True  # a module or a regular package
+    return any(_holds_python(str(folder)) for folder in locations)
+
+
+def _real_spec(
+    name: str, path: Sequence[str] | None, target: ModuleType | None, finder: Any
+) -> ModuleSpec | None:
+    """What the finders after ``finder`` (the start-up finder) find for ``name``."""
+    meta_path = list(sys.meta_path)
+    start = next((i + 1 for i, f in enumerate(meta_path) if f is finder), 0)
+    for other in meta_path[start:]:
+        find = getattr(other, "find_spec", None)
+        if find is None or other is finder:
+            continue
+        spec = find(name, path, target)
+        if spec is not None:
+            return cast("ModuleSpec", spec)
+    return None
+
+
+def find_spec(
+    name: str,
+    path: Sequence[str] | None = None,
+    target: ModuleType | None = None,
+    finder: Any = None,
+) -> ModuleSpec | None:
+    """The spec of ``name`` (one of :data:`NAMES`): a real module's if there is one, else the
+    stand-in's. ``finder`` is the start-up finder calling this (the finders after it are asked).
+    """
+    if name not in NAMES:
+        return None
+    if name == "pyodide.ffi" and sys.modules.get("pyodide") is not _stand_in("pyodide"):
+        return None  # a real pyodide: its own ffi module, or none; not ours to complete
+    real = _real_spec(name, path, target, finder)
+    if real is not None and _is_python(real):
+        return real
+    return ModuleSpec(name, cast("Loader", StandInLoader), origin="doemu stand-in")
+
+
+class StandInLoader:
+    """The loader of the stand-in modules: it hands out doemu's own module objects."""
 
     @staticmethod
     def create_module(spec: ModuleSpec) -> ModuleType:
@@ -79,9 +164,3 @@ class StandInFinder:
         """
         if module is _stand_in("pyodide"):
             sys.modules.setdefault("pyodide.ffi", _stand_in("pyodide.ffi"))
-
-
-def install() -> None:
-    """Append :class:`StandInFinder` to ``sys.meta_path`` (idempotent). Run by the ``.pth``."""
-    if StandInFinder not in sys.meta_path:
-        sys.meta_path.append(StandInFinder)

@@ -1,10 +1,11 @@
-"""The one headless Chromium the browser tests share: Debian's, driven by Playwright.
+"""The one headless Chromium the browser tests share: the system's, driven by Playwright.
 
 Playwright's own browser download is never used: ``executable_path`` points at the system's
-Chromium (``/usr/bin/chromium``, or ``DOEMU_E2E_CHROMIUM``). Without it the tests skip, naming
-what to install; ``.ci/run`` installs it and sets ``DOEMU_E2E_REQUIRE_BROWSER=1`` so that in CI a
-missing browser fails instead of passing silently. A test module uses the fixture with
-``from .browser import browser as browser``.
+Chromium, found on the ``PATH`` by its common names (``chromium``, Debian's;
+``chromium-browser``, Ubuntu's and others'), or ``DOEMU_E2E_CHROMIUM`` (a name or a path).
+Without it the tests skip, naming what to install; ``.ci/run`` installs it and sets
+``DOEMU_E2E_REQUIRE_BROWSER=1`` so that in CI a missing browser fails instead of passing
+silently. A test module uses the fixture with ``from .browser import browser as browser``.
 """
 
 from __future__ import annotations
@@ -16,19 +17,32 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
-__all__ = ["CHROMIUM", "WITHIN_MS", "browser"]
+__all__ = ["CHROMIUM_NAMES", "WITHIN_MS", "browser", "find_chromium"]
 
-CHROMIUM = os.environ.get("DOEMU_E2E_CHROMIUM", "/usr/bin/chromium")
+#: The names Chromium is installed under, tried in order (``DOEMU_E2E_CHROMIUM`` first).
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
 #: Playwright ``expect``'s deadline: generous, since it only bounds a failing test.
 WITHIN_MS = 15_000
+
+
+def find_chromium() -> str | None:
+    """The Chromium executable: ``DOEMU_E2E_CHROMIUM`` if set, else the first of
+    :data:`CHROMIUM_NAMES` on the ``PATH``."""
+    wanted = os.environ.get("DOEMU_E2E_CHROMIUM")
+    for name in (wanted,) if wanted else CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    return None
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """One headless Chromium for the module (a launch costs ~1 s; pages are cheap)."""
-    path = shutil.which(CHROMIUM)
+    path = find_chromium()
     if path is None:
-        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium, or set DOEMU_E2E_CHROMIUM)"
+        names = os.environ.get("DOEMU_E2E_CHROMIUM") or " or ".join(CHROMIUM_NAMES)
+        reason = f"no Chromium ({names}) (apt-get install chromium, or set DOEMU_E2E_CHROMIUM)"
         if os.environ.get("DOEMU_E2E_REQUIRE_BROWSER") == "1":
             pytest.fail(f"DOEMU_E2E_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
         pytest.skip(reason)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .harness import DevServer
+from .node import require_node
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = Path(__file__).resolve().parent / "node_client"
@@ -41,9 +41,7 @@ def node_client() -> Path:
     platform-specific optional dependencies); ``install --no-save`` installs what the committed
     lock pins and never rewrites it (a test must not modify tracked files).
     """
-    npm, node = shutil.which("npm"), shutil.which("node")
-    if npm is None or node is None:
-        pytest.skip("node/npm are not installed; the JavaScript client interop test needs them")
+    npm, _node = require_node("the JavaScript client interop test")
     wanted = json.loads((CLIENT / "package.json").read_text())["dependencies"]["agents"]
     if _installed_version() != wanted:
         done = subprocess.run(

@@ -29,6 +29,7 @@ import websockets
 from tests.polling import eventually, eventually_sync
 
 from .harness import DevServer
+from .node import require_node
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = Path(__file__).resolve().parent / "chat_client"
@@ -43,9 +44,7 @@ def _installed(package: str) -> str | None:
 @pytest.fixture(scope="module")
 def chat_client() -> Path:
     """The Node project with its locked dependencies (``npm ci`` when they are missing)."""
-    npm, node = shutil.which("npm"), shutil.which("node")
-    if npm is None or node is None:
-        pytest.skip("node/npm are not installed; the chat client interop test needs them")
+    npm, _node = require_node("the chat client interop test")
     wanted = json.loads((CLIENT / "package.json").read_text())["dependencies"]
     if _installed("@cloudflare/ai-chat") != wanted["@cloudflare/ai-chat"]:
         done = subprocess.run(

@@ -673,6 +673,10 @@ async def test_a_5mb_message_is_kept_whole_and_a_17mib_frame_closes_the_socket(
         await settled_chat(server, chat)
 
 
+#: How long the flood may take before the test calls it stuck.
+FLOOD_HANG_S = 300
+
+
 async def test_a_flood_of_requests_on_one_connection_is_served_in_order(
     server: DevServer, clean_log: None
 ) -> None:
@@ -684,7 +688,8 @@ async def test_a_flood_of_requests_on_one_connection_is_served_in_order(
     replies, each after the user message it answers (the k-th reply after the
     k-th user message); no id twice; every stored row parses as a valid message; no fiber row
     or open stream is left. Meanwhile another chat stays responsive: its ``get-messages``
-    keeps answering quickly and its slow turns keep streaming to the end.
+    keeps answering during the flood, each answer a small part of the flood's time, and its
+    slow turns keep streaming to the end.
 
     Each reply is "Hello, world" or, for a turn whose transcript ended with the previous reply
     (every question so far already in, answered in order), the demo model's continuation text
@@ -702,13 +707,19 @@ async def test_a_flood_of_requests_on_one_connection_is_served_in_order(
             return sum(1 for f in socket.frames if f.get("done")) >= count
 
         while not all_done():
-            assert time.monotonic() - started < 30, "the flood was not served in 30 s"
+            # a hang guard (the test fails instead of waiting forever), not a speed claim
+            assert time.monotonic() - started < FLOOD_HANG_S, "the flood was never served"
             asked = time.monotonic()
             await bystander.check()
             latencies.append(time.monotonic() - asked)
             await bystander.ensure_streaming()
             await asyncio.sleep(0.02)
-        assert latencies and max(latencies) < 3.0, latencies
+        flood = time.monotonic() - started
+        # The bystander was served alongside the flood, not after it: it answered several times
+        # while the flood ran, each answer a small part of the flood's time (bounds relative to
+        # the flood itself, so a slow machine slows both sides alike).
+        assert len(latencies) >= 3, (flood, latencies)
+        assert max(latencies) < flood / 3, (flood, latencies)
 
         done = [f for f in socket.frames if f.get("done")]
         assert [f["id"] for f in done] == [f"f{i}" for i in range(count)]

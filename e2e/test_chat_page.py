@@ -180,6 +180,8 @@ def test_a_model_error_is_shown_and_stays_shown(chat: ChatPage) -> None:
     assert done.get("outcome") == "error", done
     chat.settled_texts()
     expect(chat.page.locator("#log > div.error")).to_have_text("custom error: model exploded")
+    expect(chat.log).to_have_text(["boom", "custom error: model exploded"])  # no empty bubble
+    expect(chat.page.locator("#log > div:empty")).to_have_count(0)
     chat.send("hi")  # the next message clears it
     expect(chat.page.locator("#log > div.user")).to_have_text(["boom", "hi"])
     expect(chat.page.locator("#log > div.assistant").last).to_have_text("Hello, world")
@@ -210,20 +212,21 @@ def test_a_reply_cut_by_sigkill_is_continued_after_the_restart_and_the_page_work
 ) -> None:
     """1. Send "slow" and wait for 13 words (16+ chunks, so a block of 10 is stored).
     2. SIGKILL the server's process group (no shutdown hook runs); the page says it is
-    disconnected.  3. Restart on the same state and the same port; reload.  4. Bounded recovery
-    continues the reply: the page shows one assistant line, the stored first words (not all 25)
-    then the model's continuation "It is sunny.", and the transcript holds exactly it.
-    5. Sending "hi" works: the agent answers "Hello, world"."""
+    disconnected and reconnecting.  3. Restart on the same state and the same port; the page
+    reconnects by itself (no reload).  4. Bounded recovery continues the reply: the page shows
+    one assistant line, the stored first words (not all 25) then the model's continuation "It
+    is sunny.", and the transcript holds exactly it.  5. Sending "hi" works: the agent answers
+    "Hello, world"."""
     chat.open()
     chat.send("slow")
     chat.wait_for_words(13)
     port = server.port
     server.kill()
-    expect(chat.page.locator("#status")).to_have_text("disconnected: reload the page")
+    expect(chat.page.locator("#status")).to_have_text("disconnected: reconnecting…")
     server.args = [*server.args, "--port", str(port)]  # after the harness's --port 0: it wins
     server.start()
     assert server.port == port
-    chat.open()
+    expect(chat.page.locator("#status")).to_have_text(f'chat "{chat.chat}"')  # by itself
     expect(chat.log).to_have_text(["slow", re.compile(r"^w0 w1 .*It is sunny\.$")])
     texts = chat.settled_texts()
     assert texts[0] == "slow" and len(texts) == 2, texts
@@ -233,6 +236,18 @@ def test_a_reply_cut_by_sigkill_is_continued_after_the_restart_and_the_page_work
     assert chat.transcript() == [("user", "slow"), ("assistant", texts[1])]
     chat.send("hi")
     expect(chat.log).to_have_text(["slow", texts[1], "hi", "Hello, world"])
+
+
+def test_a_tool_call_is_shown_not_an_empty_bubble(chat: ChatPage) -> None:
+    """Send "tool": the model asks the client to run ``getWeather``, which this page does not;
+    the reply holds no text, and the page shows the call instead of an empty bubble."""
+    chat.open()
+    chat.send("tool")
+    chat.wait_for_done()
+    expect(chat.log).to_have_text(
+        ["tool", '[tool getWeather({"city":"Paris"}): waiting for the client to run it]']
+    )
+    expect(chat.page.locator("#log > div:empty")).to_have_count(0)
 
 
 def test_stop_keeps_the_partial_reply_and_clear_empties_the_chat(chat: ChatPage) -> None:

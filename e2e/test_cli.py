@@ -63,9 +63,11 @@ def refused(result: subprocess.CompletedProcess[str], fragment: str) -> None:
 
 
 def listed(server: DevServer, name: str) -> list[str]:
-    """``doemu objects COUNTER``'s row for ``name`` (found by its id), split into fields."""
-    rows = [line.split() for line in ok(doemu(server, "objects", "COUNTER")).splitlines()]
-    [row] = [r for r in rows if r[1] == object_id(name)]
+    """``doemu objects COUNTER``'s row for ``name`` (found by its id), split into fields; the
+    header row names the columns, the name before the id."""
+    lines = ok(doemu(server, "objects", "COUNTER")).splitlines()
+    assert lines[0].split() == ["binding", "name", "id", "state", "alarm", "(ms)", "alarm", "(UTC)"]
+    [row] = [r for r in (line.split() for line in lines[1:]) if r[2] == object_id(name)]
     return row
 
 
@@ -79,13 +81,14 @@ def test_objects_sql_and_alarms_on_a_live_server(dev_server: Any, counter_projec
         httpx.post(f"{server.url}/COUNTER/{name}/incr").raise_for_status()
     alarm = httpx.post(f"{server.url}/COUNTER/{name}/alarm?in_ms=600000").json()["alarm"]
 
-    assert listed(server, name) == [
-        "COUNTER", object_id(name), "live", name, f"alarm={alarm:.0f}",
+    assert listed(server, name)[:5] == [
+        "COUNTER", name, object_id(name), "live", f"{alarm:.0f}",
     ]  # fmt: skip
     every = ok(doemu(server, "objects"))
     assert object_id(name) in every
     alarm_rows = [line.split() for line in ok(doemu(server, "alarms")).splitlines()]
-    assert ["COUNTER", object_id(name), name, f"{alarm:.0f}"] in [r[:4] for r in alarm_rows]
+    assert alarm_rows[0][:3] == ["binding", "name", "id"]
+    assert ["COUNTER", name, object_id(name), f"{alarm:.0f}"] in [r[:4] for r in alarm_rows]
 
     read = json.loads(ok(doemu(server, "sql", "COUNTER", name, "SELECT value FROM counter")))
     assert read == {"columns": ["value"], "rows": [[2]]}
@@ -107,17 +110,17 @@ def test_evict_and_reset_through_the_cli(dev_server: Any, counter_project: Path)
     server = dev_server(counter_project)
     first, second = unique("cli-evict"), unique("cli-reset")
     httpx.post(f"{server.url}/COUNTER/{first}/incr").raise_for_status()
-    assert listed(server, first)[2] == "live"
+    assert listed(server, first)[3] == "live"
 
     answer = json.loads(ok(doemu(server, "evict", "COUNTER", first)))
     assert answer == {"id": object_id(first), "evicted": True}
-    assert listed(server, first)[2] == "evicted"
+    assert listed(server, first)[3] == "evicted"
     assert httpx.get(f"{server.url}/COUNTER/{first}/value").json()["value"] == 1  # rebuilt
 
     httpx.post(f"{server.url}/COUNTER/{second}/incr").raise_for_status()
     assert json.loads(ok(doemu(server, "reset", "--all"))) == {"reset": 2}
-    assert listed(server, first)[2] == "evicted"
-    assert listed(server, second)[2] == "evicted"
+    assert listed(server, first)[3] == "evicted"
+    assert listed(server, second)[3] == "evicted"
     refused(doemu(server, "evict", "NOPE", "x"), "unknown Durable Object binding 'NOPE'")
 
 
@@ -131,13 +134,17 @@ def banner(server: DevServer) -> list[str]:
 def test_banner_and_a_graceful_stop_that_keeps_state(
     dev_server: Any, counter_project: Path, stop_signal: signal.Signals
 ) -> None:
-    """1. The banner names the URL, the admin URL, the persist dir and the binding's class.
+    """1. The banner names the URL, the inspector page (which serves), the persist dir and the
+    binding's class.
     2. SIGTERM / SIGINT: exit code 0, port closed.
     3. A new server on the same persist dir has the value written before."""
     server = dev_server(counter_project)
     lines = banner(server)
     assert f"  url:     {server.url}" in lines
-    assert f"  admin:   {server.url}/__doemu/api/health" in lines
+    inspect = [line for line in lines if line.startswith("  inspect: ")]
+    assert inspect and inspect[0].split()[1] == f"{server.url}/__doemu/"
+    page = httpx.get(f"{server.url}/__doemu/")
+    assert page.status_code == 200 and "<title>doemu inspector</title>" in page.text
     assert f"  persist: {server.persist_dir} (persistent)" in lines
     assert "  durable: power (each commit fsynced before its output leaves)" in lines
     assert "  COUNTER → Counter (sql; main module src/entry.py)" in lines

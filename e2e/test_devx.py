@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -119,7 +120,7 @@ def test_client_commands_find_a_server_on_another_port(
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert re.search(r"COUNTER\s+[0-9a-f]{64} live\s+found", result.stdout), result.stdout
+    assert re.search(r"COUNTER\s+found\s+[0-9a-f]{64}\s+live", result.stdout), result.stdout
     assert "reading" not in result.stderr
     assert server.stop() == 0
     assert not (server.persist_dir / ".doemu-server.json").exists()
@@ -187,8 +188,18 @@ def test_reload_waits_for_the_fix_and_says_so(
     counter_project: Path,
     tmp_path: Path,
 ) -> None:
+    """1. A Worker with a syntax error, served with --reload: the error is shown and the
+    watcher keeps running.
+    2. Meanwhile the port answers (no "connection refused"): a browser gets an HTML page with
+    the error and the user's line, an API client JSON, both 500.
+    3. Saving a fix serves the Worker; the reload line names the changed file."""
     entry, good, line = _break(counter_project)
-    proc, lines = spawn(counter_project, "--reload", "--persist-to", str(tmp_path / "state"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc, lines = spawn(
+        counter_project, "--reload", "--port", str(port), "--persist-to", str(tmp_path / "state")
+    )
     eventually_sync(
         lambda: any("restarts when you save a fix" in ln for ln in lines),
         within=30,
@@ -197,6 +208,17 @@ def test_reload_waits_for_the_fix_and_says_so(
     out = "\n".join(lines)
     assert f'File "src/entry.py", line {line}' in out
     assert proc.poll() is None  # the watcher still runs
+    base = f"http://127.0.0.1:{port}"
+    page = eventually_sync(
+        lambda: httpx.get(f"{base}/COUNTER/x/value", headers={"accept": "text/html"}),
+        within=15,
+        what="the error page",
+        ignoring=(httpx.TransportError,),
+    )
+    assert page.status_code == 500 and page.headers["content-type"].startswith("text/html")
+    assert "failed to import" in page.text and f"line {line}" in page.text
+    api = httpx.post(f"{base}/COUNTER/x/incr")
+    assert api.status_code == 500 and "SyntaxError" in api.json()["error"]
     entry.write_text(good)
     ready = eventually_sync(
         lambda: next((ln for ln in lines if ln.startswith("doemu ready on ")), None),
@@ -211,5 +233,8 @@ def test_reload_waits_for_the_fix_and_says_so(
         ignoring=(httpx.TransportError,),
     )
     assert answer == {"value": 1}
+    assert any(ln.endswith("src/entry.py changed; restarting") for ln in lines), lines
     os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
+    out = "\n".join(lines)
+    assert "process already dead" not in out and "watchfiles" not in out, out

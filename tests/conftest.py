@@ -15,6 +15,7 @@ from doemu.jsboundary import set_strict
 from doemu.storage import ObjectStorage, StorageLimits
 
 from .storage_helpers import NOW
+from .wheels import build_doemu_wheel
 
 install_modules()
 
@@ -35,6 +36,12 @@ def _strict_boundary() -> Iterator[None]:
 def lenient() -> None:
     """``--lenient``: the boundary's rules off for this test."""
     set_strict(False)
+
+
+@pytest.fixture(scope="session")
+def doemu_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """doemu's wheel, built from this repository once per session (see tests/wheels.py)."""
+    return build_doemu_wheel(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture

@@ -96,12 +96,17 @@ async def test_the_page_is_served_with_a_strict_policy(admin: Admin) -> None:
     assert (head.status_code, head.content) == (200, b"")
 
 
-async def test_slash_doemu_redirects_to_the_page(admin: Admin) -> None:
-    """``/__doemu/`` (where people look for it) is the inspector, not the user's worker."""
-    for path in ("/__doemu", "/__doemu/"):
-        response = await admin.http.get(path)
-        assert response.status_code == 307, path
-        assert response.headers["location"] == f"{API}/"
+async def test_slash_doemu_is_the_page(admin: Admin) -> None:
+    """``/__doemu/`` (where people look for it, and what the banner prints) serves the page
+    itself, under the same policy and access rules; ``/__doemu`` redirects there."""
+    response = await admin.http.get("/__doemu/")
+    assert response.status_code == 200
+    assert response.text == PAGE.html
+    assert f"script-src '{PAGE.script_hash}'" in response.headers["content-security-policy"]
+    redirect = await admin.http.get("/__doemu")
+    assert (redirect.status_code, redirect.headers["location"]) == (307, "/__doemu/")
+    async with client(admin.app, host="10.0.0.7") as remote:
+        assert (await remote.get("/__doemu/")).status_code == 403
 
 
 async def test_the_page_follows_the_apis_loopback_rules(admin: Admin) -> None:

@@ -109,7 +109,7 @@ class Client:
 
 
 async def connect(h: WorkerHarness, binding: str, name: str) -> Client:
-    stub = h.env[binding].getByName(name)
+    stub = getattr(h.env, binding).getByName(name)
     response = await stub.fetch(
         f"http://agent/agents/{binding.lower()}/{name}", headers={"Upgrade": "websocket"}
     )

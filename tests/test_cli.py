@@ -217,9 +217,11 @@ def test_offline_objects_sql_and_alarms_read_the_default_persist_dir(
     result = doemu("objects", "--url", closed_url)
     assert result.exit_code == 0, result.output
     assert "no doemu server" in result.stderr and "reading .doemu/state" in result.stderr
-    rows = {line.split()[1]: line.split() for line in result.stdout.splitlines()}
-    assert rows[alarmed_id] == ["COUNTER", alarmed_id, "evicted", alarmed, f"alarm={alarm_ms:.0f}"]
-    assert rows[plain_id] == ["COUNTER", plain_id, "evicted", plain]
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == ["binding", "name", "id", "state", "alarm", "(ms)", "alarm", "(UTC)"]
+    rows = {line.split()[2]: line.split() for line in lines}
+    assert rows[alarmed_id][:5] == ["COUNTER", alarmed, alarmed_id, "evicted", f"{alarm_ms:.0f}"]
+    assert rows[plain_id] == ["COUNTER", plain, plain_id, "evicted", "-", "-"]
     assert doemu("objects", "COUNTER", "--url", closed_url).stdout == result.stdout
     assert_fails(doemu("objects", "NOPE", "--url", closed_url), "unknown binding 'NOPE'")
 
@@ -231,8 +233,9 @@ def test_offline_objects_sql_and_alarms_read_the_default_persist_dir(
 
     result = doemu("alarms", "--url", closed_url)
     assert result.exit_code == 0, result.output
-    (line,) = result.stdout.splitlines()
-    assert line.split()[:4] == ["COUNTER", alarmed_id, alarmed, f"{alarm_ms:.0f}"]
+    header, line = result.stdout.splitlines()
+    assert header.split()[:3] == ["binding", "name", "id"]
+    assert line.split()[:4] == ["COUNTER", alarmed, alarmed_id, f"{alarm_ms:.0f}"]
 
 
 def test_offline_sql_errors_are_clear(
@@ -311,7 +314,7 @@ def test_a_server_that_is_not_doemu_counts_as_no_server(project: Path) -> None:
         result = doemu("objects", "--url", url)
         assert result.exit_code == 0, result.output
         assert "no doemu server" in result.stderr and result.stdout == ""
-        assert_fails(doemu("reset", "--all", "--url", url), "POST /reset-all: 501")
+        assert_fails(doemu("reset", "--all", "--url", url), "answered POST /reset-all with 501")
     finally:
         server.shutdown()
         server.server_close()

@@ -19,6 +19,7 @@ from doemu.compat.chunks import STRING_CHUNK
 from doemu.compat.readable import core_of
 from doemu.compat.streams import HIGH_WATER_MARK
 from doemu.errors import StreamError
+from doemu.jsboundary import JsException
 
 from .polling import eventually
 
@@ -195,7 +196,7 @@ def test_text_encoder_and_decoder_round_trip_and_stream_split_characters() -> No
     assert TextDecoder.new().decode(b"\xff") == "\ufffd"
     with pytest.raises(TypeError):
         TextDecoder.new("utf-8", fatal=True).decode(b"\xff")
-    with pytest.raises(ValueError, match="Invalid encoding"):
+    with pytest.raises(JsException, match=r"^RangeError: Invalid encoding"):
         TextDecoder.new("no-such-encoding")
 
 

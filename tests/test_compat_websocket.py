@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from doemu import clone
 from doemu.compat.pyodide.ffi import JsBuffer, JsException, JsProxy, jsnull, to_js
 from doemu.compat.socket_end import SocketEnd
 from doemu.compat.websocket import (
@@ -512,7 +513,6 @@ def test_lenient_attachments_keep_python_data(lenient: None) -> None:
 
 
 def test_attachment_limit_is_16_kib() -> None:
-    clone = pytest.importorskip("doemu.clone")
     _client, server = pair()
     overhead = len(clone.encode("")) + 2
     server.serializeAttachment("x" * (MAX_ATTACHMENT_SIZE - overhead))
@@ -528,9 +528,6 @@ def test_attachment_limit_is_16_kib() -> None:
 
 
 def test_attachment_refuses_unclonable_values() -> None:
-    pytest.importorskip("doemu.clone")
-    from doemu.errors import DataCloneError
-
     _client, server = pair()
     with pytest.raises(DataCloneError):
         server.serializeAttachment(object())

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 from http import HTTPMethod
+from typing import Any
 
 import pytest
 
@@ -20,6 +23,9 @@ from doemu.compat.workers import (
     WorkflowEntrypoint,
     handler,
 )
+from doemu.jsboundary import JsException
+from doemu.objects.context import DurableObjectState
+from doemu.server.app import EntryContext
 
 # -- Headers ------------------------------------------------------------------------------------
 
@@ -295,10 +301,10 @@ def test_response_rejects_unsupported_bodies() -> None:
 
 def test_response_status_rules() -> None:
     msg = "Responses may only be constructed with status codes in the range 200 to 599, inclusive."
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(JsException) as info:  # workerd: a JS RangeError, not a ValueError
         Response(None, status=101)
-    assert str(info.value) == msg
-    with pytest.raises(ValueError):
+    assert str(info.value) == f"RangeError: {msg}"
+    with pytest.raises(JsException, match=r"^RangeError"):
         Response("x", status=600)
     with pytest.raises(TypeError, match=r"^Invalid statusText$"):
         Response("x", status_text="a\nb")
@@ -315,7 +321,7 @@ def test_response_with_web_socket() -> None:
     assert resp._web_socket is client
     assert resp.status_text == "Switching Protocols"
     with pytest.raises(
-        ValueError, match=r"^Responses with a WebSocket must have status code 101\.$"
+        JsException, match=r"^RangeError: Responses with a WebSocket must have status code 101\.$"
     ):
         Response(None, web_socket=client)
     with pytest.raises(TypeError, match="web_socket must be a WebSocket"):
@@ -350,9 +356,9 @@ def test_response_redirect() -> None:
     assert resp.headers["location"] == "https://example.com/next"
     assert resp.body is None
     assert Response.redirect("/x", 308).status == 308
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(JsException) as info:
         Response.redirect("/x", 200)
-    assert str(info.value) == (
+    assert info.value.name == "RangeError" and info.value.message == (
         "200 is not a redirect status code. It must be one of: 301, 302, 303, 307, or 308."
     )
     with pytest.raises(TypeError, match="Redirect URL cannot contain"):
@@ -408,13 +414,33 @@ def test_handler_is_identity() -> None:
     assert handler(fn) is fn
 
 
-def test_context_protocol() -> None:
-    class Ctx:
-        def waitUntil(self, other: object) -> None:
-            pass
+def test_the_contexts_doemu_builds_offer_what_the_context_protocol_promises() -> None:
+    """``Context`` is what ``ctx`` offers every entrypoint; the two doemu builds — the Worker
+    entrypoint's and a Durable Object's — both have ``waitUntil`` with the protocol's shape
+    (one awaitable, positional). A ctx class that lost it, or renamed it, fails here."""
+    wanted = inspect.signature(Context.waitUntil).parameters
+    assert list(wanted) == ["self", "other"]
+    for cls in (EntryContext, DurableObjectState):
+        method = getattr(cls, "waitUntil", None)
+        assert callable(method), f"{cls.__name__} has no waitUntil"
+        params = list(inspect.signature(method).parameters.values())
+        assert len(params) == len(wanted), (cls.__name__, params)
+        assert params[1].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (cls.__name__, params)
 
-    ctx: Context = Ctx()
-    assert hasattr(ctx, "waitUntil")
+
+async def test_the_entry_context_runs_what_it_is_given_and_forgets_it_once_settled() -> None:
+    tasks: set[asyncio.Task[Any]] = set()
+    ctx: Context = EntryContext(tasks)
+    ran = asyncio.Event()
+
+    async def work() -> None:
+        ran.set()
+
+    ctx.waitUntil(work())
+    assert len(tasks) == 1  # held, so the task is not garbage-collected mid-way
+    await asyncio.wait_for(ran.wait(), timeout=5)
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
+    assert tasks == set()
 
 
 def test_env_forwards_to_the_registered_env() -> None:

@@ -126,15 +126,15 @@ def test_unsupported_bindings_and_env_sections_warn(tmp_path: Path) -> None:
         tmp_path,
         BASE_TOML
         + """
-[[kv_namespaces]]
-binding = "KV"
-id = "abc"
+[[queues.producers]]
+binding = "Q"
+queue = "q"
 
 [env.production]
 name = "prod"
 """,
     )
-    assert '"kv_namespaces" is not emulated by doemu and is ignored' in config.warnings
+    assert '"queues" is not emulated by doemu and is ignored' in config.warnings
     assert any("[env.*] sections are defined but no --env was given" in w for w in config.warnings)
 
 
@@ -383,8 +383,35 @@ new_sqlite_class = ["B"]
     )
     assert config.warnings == (
         'Unexpected fields found in durable_objects.bindings[0] field: "colour"',
-        'Unexpected fields found in migrations[0] field: "new_sqlite_class"',
+        'Unexpected fields found in migrations[0] field: "new_sqlite_class" '
+        '(did you mean "new_sqlite_classes"?)',
     )
+
+
+def test_an_unknown_key_close_to_a_known_one_gets_a_did_you_mean(tmp_path: Path) -> None:
+    """A typo is only a warning (as in wrangler), so the warning says what was probably meant;
+    a key close to nothing gets no guess."""
+    config = load(
+        tmp_path,
+        """\
+name = "w"
+main = "entry.py"
+mian = "src/entry.py"
+zebra = 1
+[[durable_objects.bindings]]
+name = "A"
+clas_name = "A"
+class_name = "A"
+""",
+    )
+    assert (
+        'Unexpected fields found in durable_objects.bindings[0] field: "clas_name" '
+        '(did you mean "class_name"?)'
+    ) in config.warnings
+    assert (
+        'Unexpected fields found in top-level field: "mian","zebra" (did you mean "main" for '
+        '"mian"?)'
+    ) in config.warnings
 
 
 def test_cross_script_binding_warns_and_is_kept_apart(tmp_path: Path) -> None:

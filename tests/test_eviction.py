@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import resource
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from workers import DurableObject
 
-from doemu.objects.eviction import live_cap
+from doemu.objects.eviction import FD_RESERVE, FDS_PER_OBJECT, live_cap
 from doemu.testing.plugin import HarnessFactory
 
 BUILT: dict[str, int] = {}
@@ -129,25 +131,37 @@ async def test_live_cap_skips_busy_objects_and_evicts_the_next_idle_one(
     assert h.runtime.eviction.live_count == 2
 
 
+#: A soft open-file limit with room for the reserve and 250 live objects (4 descriptors each).
+TIGHT_CAP = 250
+TIGHT_LIMIT = FD_RESERVE + TIGHT_CAP * (FDS_PER_OBJECT + 1)
+
+
 @pytest.fixture
-def fd_limit_20000() -> Any:
+def tight_fd_limit() -> Iterator[int]:
+    """The soft descriptor limit lowered (or raised) to TIGHT_LIMIT for the test."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < 20_000:
-        pytest.skip(f"hard descriptor limit {hard} is below 20,000")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (20_000, hard))
-    yield
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if hard != resource.RLIM_INFINITY and hard < TIGHT_LIMIT:
+        pytest.skip(f"hard descriptor limit {hard} is below {TIGHT_LIMIT}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (TIGHT_LIMIT, hard))
+    try:
+        yield TIGHT_LIMIT
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-async def test_ten_thousand_objects_under_a_20000_fd_limit(
-    doemu_harness: HarnessFactory, fd_limit_20000: Any
+async def test_the_live_cap_adapts_to_a_tight_descriptor_limit(
+    doemu_harness: HarnessFactory, tight_fd_limit: int
 ) -> None:
+    """Under a limit of 2,024 descriptors the default cap (1,000 live objects, three files
+    each) would run out of descriptors at about 670 objects ("unable to open database file");
+    the cap adapts to the limit instead, and 1,000 objects are created and written."""
     h = await doemu_harness({"KEEPER": Keeper})
-    assert h.runtime.eviction.max_live < 20_000 // 3
-    for i in range(10_000):
+    assert h.runtime.eviction.max_live == TIGHT_CAP
+    for i in range(1_000):
         await h.env.KEEPER.getByName(f"fd-{i}").touch()
-    assert h.runtime.eviction.live_count <= h.runtime.eviction.max_live
-    assert len(h.object_ids("KEEPER")) == 10_000
+        assert h.runtime.eviction.live_count <= TIGHT_CAP
+    assert len(h.object_ids("KEEPER")) == 1_000
+    assert len(os.listdir("/proc/self/fd")) < tight_fd_limit
 
 
 def test_a_live_cap_past_the_descriptor_limit_is_lowered_with_a_warning(

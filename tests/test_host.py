@@ -10,15 +10,22 @@ import pytest
 from pyodide.ffi import create_proxy
 from workers import DurableObject
 
-from doemu.errors import BlockConcurrencyTimeoutError, ObjectResetError
+from doemu.errors import BlockConcurrencyTimeoutError, DurableObjectAbort, ObjectResetError
 from doemu.jsboundary import JsException
-from doemu.objects import BLOCK_CONCURRENCY_TIMEOUT_MESSAGE
 from doemu.persist import object_file
 from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually
 
+# The error texts spelled out (golden), not imported from doemu: a drift in doemu's copy of
+# Cloudflare's wording must fail a test.
+BLOCK_CONCURRENCY_TIMEOUT_MESSAGE = (
+    "A call to blockConcurrencyWhile() in a Durable Object waited for too long. The call "
+    "was canceled and the Durable Object was reset."
+)
+
 CONSTRUCTED: list[str] = []
+AFTER_ABORT: list[str] = []  # what the handlers below ran after ctx.abort()
 SWALLOWING: set[str] = set()  # gates of the swallow_reset handlers that have started
 
 
@@ -43,6 +50,23 @@ class Counter(DurableObject):
     async def abort_after_write(self) -> None:
         self.ctx.storage.kv.put("doomed", 1)
         self.ctx.abort("custom reason")
+
+    async def abort_inside_except_exception(self, reason: str | None) -> str:
+        """A broad handler around ctx.abort(), as user code often has one around its work."""
+        try:
+            self.ctx.abort(reason)
+        except Exception as exc:
+            AFTER_ABORT.append(f"handler caught {type(exc).__name__}")
+        AFTER_ABORT.append("code after the handler")
+        self.ctx.storage.kv.put("after-abort", 1)
+        return "kept running"
+
+    async def what_abort_raises(self) -> str:
+        try:
+            self.ctx.abort()
+        except BaseException as exc:  # only to look at it
+            AFTER_ABORT.append(f"{type(exc).__name__}: {exc}")
+            raise
 
     async def slow(self, gate: str) -> str:
         await asyncio.sleep(3600)
@@ -132,6 +156,35 @@ async def test_abort_drops_uncommitted_writes_and_rebuilds(doemu_harness: Harnes
     assert await stub.read("doomed") is None
     assert await stub.get() == 1
     assert len(CONSTRUCTED) == before + 1
+
+
+async def test_abort_is_not_an_exception_so_a_broad_handler_cannot_swallow_it(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """As Cloudflare's Python runtime (``DurableObjectAbort(BaseException)``): an ``except
+    Exception:`` around ``ctx.abort()`` does not catch it, the code after that handler never
+    runs (its write is not made), and the caller gets the reset's error with the reason."""
+    AFTER_ABORT.clear()
+    h = await doemu_harness({"COUNTER": Counter})
+    stub = h.env.COUNTER.getByName("abort-swallow")
+    with pytest.raises(ObjectResetError, match=r"^no swallowing$"):
+        await stub.abort_inside_except_exception("no swallowing")
+    assert AFTER_ABORT == []
+    assert not h.is_live("COUNTER", "abort-swallow")
+    assert await stub.read("after-abort") is None
+    assert issubclass(DurableObjectAbort, BaseException)
+    assert not issubclass(DurableObjectAbort, Exception)
+
+
+async def test_abort_without_a_reason_raises_the_sdks_text(doemu_harness: HarnessFactory) -> None:
+    """In the object, the SDK's text; for the caller, the reset's."""
+    AFTER_ABORT.clear()
+    h = await doemu_harness({"COUNTER": Counter})
+    stub = h.env.COUNTER.getByName("abort-default")
+    with pytest.raises(ObjectResetError) as info:
+        await stub.what_abort_raises()
+    assert str(info.value) == "Durable Object was aborted by ctx.abort()."
+    assert AFTER_ABORT == ["DurableObjectAbort: Durable Object abort requested"]
 
 
 async def test_reset_cancels_in_flight_callers_with_the_reason(

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from doemu.errors import InvalidIdError
-from doemu.ids import INVALID_ID_FOREIGN, INVALID_ID_HEX, DurableObjectId, IdFactory, is_hex_id
+from doemu.ids import DurableObjectId, IdFactory, is_hex_id
+
+# The error texts spelled out (golden), not imported from doemu: a drift in doemu's copy of
+# Cloudflare's wording must fail a test.
+INVALID_ID_FOREIGN = "Durable Object ID is not valid for this namespace."
+INVALID_ID_HEX = "Invalid Durable Object ID: must be 64 hex digits"
 
 FOO = "8d8d52167eba73e7f0268ab71258e747f36d3bda25975c74ec438beeadb76dd6"
 BAR = "2caa716bd34e4a78cd24ea59e3fa4180b9c8fc1872aa01aaaa473bffc0863b43"
@@ -49,7 +54,17 @@ def test_id_from_string_rejects_foreign_and_accepts_uppercase() -> None:
     assert upper.name is None
 
 
-def test_equality_and_hash_follow_the_hex() -> None:
+def test_ids_compare_with_equals_and_cannot_be_keys() -> None:
+    """workerd: an id is a JS object — ``==`` is identity, ``hash()`` fails; ``equals`` and
+    ``str(id)`` are the portable forms."""
+    a = DurableObjectId(FOO, "foo")
+    b = DurableObjectId(FOO.upper())
+    assert a.equals(b) and a != b and a == a and str(a) == str(b)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(a)
+
+
+def test_lenient_ids_compare_and_hash_by_hex(lenient: None) -> None:
     a = DurableObjectId(FOO, "foo")
     b = DurableObjectId(FOO.upper())
     assert a == b and hash(a) == hash(b)

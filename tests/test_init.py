@@ -7,6 +7,7 @@ in ``e2e/test_own_project.py``; what the files say is checked against the README
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from doemu.loader import load_worker, unload_user_modules
 from doemu.scaffold import TEMPLATE_FILES, project_name
 
 FILES = sorted(TEMPLATE_FILES.values())
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 @pytest.fixture(autouse=True)
@@ -96,3 +98,57 @@ def test_init_refuses_a_file_and_a_directory_in_a_files_place(tmp_path: Path) ->
 )
 def test_project_name_is_a_valid_worker_name(tmp_path: Path, directory: str, name: str) -> None:
     assert project_name(tmp_path / directory) == name
+
+
+PYPROJECT = """\
+[project]
+name = "mine"
+dependencies = ["requests>=2"]
+
+[tool.pytest.ini_options]
+addopts = "-q"
+"""
+
+
+def test_force_merges_an_existing_pyproject_and_gitignore(tmp_path: Path) -> None:
+    """The user's pyproject.toml keeps every byte (its dependencies, its pytest table); the
+    tables it lacks are appended, and init says what its own pytest table lacks. A
+    .gitignore gets doemu's missing patterns, `.dev.vars` among them."""
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    (tmp_path / ".gitignore").write_text("node_modules/\n.venv/\n")
+    code, output = init(str(tmp_path), "--force")
+    assert code == 0, output
+    merged = (tmp_path / "pyproject.toml").read_text()
+    assert merged.startswith(PYPROJECT)
+    document = tomllib.loads(merged)
+    assert document["project"]["dependencies"] == ["requests>=2"]
+    assert document["tool"]["pytest"]["ini_options"] == {"addopts": "-q"}
+    assert document["dependency-groups"]["dev"] == ["doemu", "pytest"]
+    assert "pyproject.toml  (replaced)" not in output
+    assert "  merged " in output and "/pyproject.toml" in output
+    assert 'kept your [tool.pytest.ini_options]; doemu\'s has `pythonpath = ["src"]`' in output
+    ignored = (tmp_path / ".gitignore").read_text().splitlines()
+    assert ignored[:2] == ["node_modules/", ".venv/"]
+    assert {".doemu/", ".dev.vars"} <= set(ignored) and ignored.count(".venv/") == 1
+
+
+def test_force_leaves_a_pyproject_that_is_not_toml_alone(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("this is [not toml\n")
+    code, output = init(str(tmp_path), "--force")
+    assert code == 0, output
+    assert (tmp_path / "pyproject.toml").read_text() == "this is [not toml\n"
+    assert "pyproject.toml (kept as it is): it is not valid TOML" in output
+
+
+def test_the_new_project_ignores_secrets_and_names_doemu_for_development(tmp_path: Path) -> None:
+    code, output = init(str(tmp_path / "p"))
+    assert code == 0, output
+    assert ".dev.vars" in (tmp_path / "p" / ".gitignore").read_text().splitlines()
+    document = tomllib.loads((tmp_path / "p" / "pyproject.toml").read_text())
+    assert "doemu" in document["dependency-groups"]["dev"]
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
+def test_every_example_ignores_its_secrets(example: str) -> None:
+    ignored = (EXAMPLES / example / ".gitignore").read_text().splitlines()
+    assert ".dev.vars" in ignored and ".doemu/" in ignored

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -128,11 +129,39 @@ def test_binding_whose_class_has_no_migration_warns(tmp_path: Path) -> None:
     config = load(
         tmp_path, BASE_TOML + BINDINGS + '[[migrations]]\ntag = "v1"\nnew_classes = ["Other"]\n'
     )
-    assert config.warnings == (
+    (warning,) = config.warnings
+    assert warning.startswith(
         'durable_objects.bindings[0] class_name "Chat" has no migration: add it to '
         "new_sqlite_classes in a new [[migrations]] entry; until then doemu runs it without "
-        "storage.sql (key-value storage only), as wrangler dev does",
+        "storage.sql (key-value storage only), as wrangler dev does."
     )
+    fixed = load(tmp_path, (tmp_path / "wrangler.toml").read_text() + "\n" + _pasted(warning))
+    assert fixed.warnings == () and fixed.sql_enabled("Chat")
+
+
+def _pasted(warning: str) -> str:
+    """The configuration a warning offers to paste: its indented lines, dedented."""
+    return textwrap.dedent("\n".join(line for line in warning.splitlines() if line[:4] == "    "))
+
+
+@pytest.mark.parametrize("name", ["wrangler.toml", "wrangler.jsonc"])
+def test_the_missing_migration_hint_is_configuration_to_paste(tmp_path: Path, name: str) -> None:
+    """Pasted as offered (on lines of its own, in the file's format), the hint's configuration
+    makes the warning go away and the class SQLite-backed."""
+    if name == "wrangler.toml":
+        text = BASE_TOML + BINDINGS
+    else:
+        text = (
+            '{"name": "w", "main": "entry.py", "compatibility_date": "2026-01-01",\n'
+            '"durable_objects": {"bindings": [{"name": "CHAT", "class_name": "Chat"}]}\n'
+        )
+    config = load(tmp_path, text + ("" if name == "wrangler.toml" else "}"), name)
+    warning = next(w for w in config.warnings if "no [migrations]" in w)
+    assert "\n\n    " in warning  # on lines of its own, not squeezed into the sentence
+    pasted = _pasted(warning)
+    fixed_text = text + "\n" + pasted if name == "wrangler.toml" else text + "," + pasted + "}"
+    fixed = load(tmp_path, fixed_text, name)
+    assert not [w for w in fixed.warnings if "migration" in w] and fixed.sql_enabled("Chat")
 
 
 def test_declarative_exports(tmp_path: Path) -> None:

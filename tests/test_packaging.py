@@ -1,8 +1,11 @@
 """What installing doemu gives a user's project beyond the ``doemu`` command.
 
 * ``import agents`` / ``workers`` / ``js`` / ``pyodide.ffi`` work in any interpreter of the venv
-  (it failed with ``No module named 'workers'`` outside a running server), through a finder of
-  last resort that never shadows a real module of those names;
+  (it failed with ``No module named 'workers'`` outside a running server), through a finder that
+  never shadows a real module of those names, is not fooled by a ``js/`` folder of scripts in
+  the current directory (``cannot import name 'Date' from 'js'``), and imports nothing of doemu
+  when the interpreter starts (it imported doemu in every interpreter, and pytest warned
+  ``Module already imported so cannot be rewritten: doemu`` in every new project);
 * the built wheel ships that ``.pth``, ``py.typed`` and the stub packages, so ``mypy --strict``
   resolves ``from workers import …`` in a user's file (it failed: no stubs, no ``py.typed`` for
   agents);
@@ -15,13 +18,13 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .wheels import make_venv
+
 IMPORTS = "import agents, workers, js; from pyodide.ffi import to_js"
 
 
@@ -61,36 +64,55 @@ def test_a_real_module_of_the_same_name_wins(tmp_path: Path) -> None:
     assert json.loads(out) == [None, True, "doemu.compat.pyodide.ffi"]
 
 
-@pytest.fixture(scope="module")
-def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv holding doemu's built (non-editable) wheel; doemu's dependencies come from this
-    venv's site-packages through a path-only ``.pth`` (which runs none of that dir's hooks)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    pip = [sys.executable, "-m", "pip"]
-    built = subprocess.run(
-        [*pip, "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_a_js_folder_of_scripts_does_not_shadow_the_stand_in(tmp_path: Path) -> None:
+    """A project's ``js/`` folder (scripts, no Python) in the current directory is importable
+    as a namespace package; the stand-in wins over it, and ``agents.chat`` imports."""
+    (tmp_path / "js" / "vendor").mkdir(parents=True)
+    (tmp_path / "js" / "app.js").write_text("console.log(1)\n")
+    out = python(
+        "from js import Date; import agents.chat, js, json, doemu.compat as c;"
+        "print(json.dumps([js is c.MODULES['js'], Date is c.js.Date]))",
+        cwd=tmp_path,
     )
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp / "dist").glob("doemu-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+    assert json.loads(out) == [True, True]
+
+
+def _imported_modules(exe: str, cwd: Path) -> set[str]:
+    """The modules an interpreter imports to run nothing (``-X importtime``)."""
+    result = subprocess.run(
+        [exe, "-X", "importtime", "-c", "pass"], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    assert len(lines) > 10, result.stderr  # the report is there: the check below can fail
+    return {line.rsplit("|", 1)[1].strip() for line in lines}
+
+
+@pytest.mark.parametrize("venv", ["editable", "wheel"])
+def test_starting_an_interpreter_imports_nothing_of_doemu(
+    venv: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The ``.pth`` line runs in every interpreter of the venv: it defines its finder and
+    imports no module of doemu's until ``workers``/``js``/``pyodide`` is imported."""
+    exe = sys.executable
+    if venv == "wheel":
+        exe = str(request.getfixturevalue("wheel_venv") / "bin" / "python")
+    modules = _imported_modules(exe, tmp_path)
+    ours = sorted(m for m in modules if m.split(".")[0] in {"doemu", "agents"})
+    assert ours == [], ours
+    out = python("import workers, sys; print('doemu.compat' in sys.modules)", tmp_path, exe)
+    assert out.strip() == "True"  # ... and the stand-ins still come when asked for
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(doemu_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv holding doemu's built (non-editable) wheel (see :func:`tests.wheels.make_venv`)."""
+    names = set(zipfile.ZipFile(doemu_wheel).namelist())
     assert {"doemu-standins.pth", "doemu/py.typed", "agents/py.typed"} <= names
     assert {"workers-stubs/__init__.pyi", "js-stubs/__init__.pyi", "pyodide-stubs/ffi.pyi"} <= names
     assert "doemu/scaffold/template/tests/test_counter.py" in names
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    exe = str(venv / "bin" / "python")
-    installed = subprocess.run(
-        [*pip, "--python", exe, "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert installed.returncode == 0, installed.stderr
-    site = python("import sysconfig; print(sysconfig.get_path('purelib'))", tmp, exe).strip()
-    (Path(site) / "zz-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    venv = tmp_path_factory.mktemp("wheel") / "venv"
+    make_venv(venv, doemu_wheel)
     return venv
 
 
@@ -98,6 +120,30 @@ def test_the_wheel_makes_the_modules_importable(wheel_venv: Path, tmp_path: Path
     exe = str(wheel_venv / "bin" / "python")
     out = python(IMPORTS + "; import doemu; print(doemu.__file__)", tmp_path, exe)
     assert out.startswith(str(wheel_venv))  # the wheel's doemu, not the repository's
+
+
+def test_a_new_projects_pytest_prints_no_assert_rewrite_warning(
+    wheel_venv: Path, tmp_path: Path
+) -> None:
+    """``doemu init``'s project, tested with the wheel's venv: its tests pass and pytest does
+    not warn that doemu (its plugin) was imported before pytest could rewrite it."""
+    from doemu.scaffold import write_project
+
+    project = tmp_path / "fresh"
+    write_project(project)
+    result = subprocess.run(
+        [str(wheel_venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST")},
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert " passed" in output, output
+    assert "PytestAssertRewriteWarning" not in output, output
+    assert "already imported" not in output, output
 
 
 USER_FILE = """\

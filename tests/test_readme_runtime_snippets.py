@@ -62,3 +62,10 @@ async def test_the_researcher_snippet_runs_its_fiber(doemu_harness: HarnessFacto
     researcher.state_now = lambda self: self.state  # a test-only read of the agent's state
     state = await eventually(done, what="eight findings")
     assert state["done"][0] == "tides: finding 0"
+
+
+async def test_the_in_process_client_snippet_runs(doemu_harness: HarnessFactory) -> None:
+    """The README's ``h.client()`` / ``h.websocket()`` example, on the README's own room."""
+    example = snippet("**HTTP and WebSockets in process.**")
+    example.Room = snippet("**WebSockets.**").Room
+    await example.test_a_room(doemu_harness)

@@ -15,10 +15,13 @@ from workers import DurableObject, Response
 
 from doemu.clock import ManualClock
 from doemu.runtime import ClassSpec, Runtime
-from doemu.sockets.bridge import ABNORMAL_CLOSE_REASON
 
 from .polling import eventually
 from .servers import serve
+
+# The error texts spelled out (golden), not imported from doemu: a drift in doemu's copy of
+# Cloudflare's wording must fail a test.
+ABNORMAL_CLOSE_REASON = "WebSocket disconnected without sending Close frame."
 
 BOOTS: dict[str, int] = {}
 

@@ -104,7 +104,7 @@ def test_the_reload_parent_never_pauses_the_collector(
     """``--reload``'s parent watches files for the whole session: it collects all along."""
     seen: list[bool] = []
 
-    def run_with_reload(worker: Any, settings: Any, *rest: Any) -> None:
+    def run_with_reload(worker: Any, settings: Any, *rest: Any, **options: Any) -> None:
         seen.append(gc.isenabled())
 
     monkeypatch.setattr(cli, "run_with_reload", run_with_reload)

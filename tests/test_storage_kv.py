@@ -11,17 +11,22 @@ import pytest
 
 from doemu.errors import DataCloneError, LimitExceededError, StorageError
 from doemu.storage import ObjectStorage, StorageTypeError
-from doemu.storage.messages import (
-    LIST_BOTH_STARTS,
-    LIST_LIMIT_POSITIVE,
-    MAX_KEYS,
-    MAX_PAIRS,
-    PUT_SIGNATURE,
-    PUT_UNDEFINED,
-    STORAGE_CLOSED,
-)
 
 from .settled import settled
+
+# The error texts spelled out (golden), not imported from doemu: a drift in doemu's copy of
+# Cloudflare's wording must fail a test.
+LIST_BOTH_STARTS = "list() cannot be called with both start and startAfter values."
+LIST_LIMIT_POSITIVE = "List limit must be positive."
+MAX_KEYS = "Maximum number of keys is 128."
+MAX_PAIRS = "Maximum number of pairs is 128."
+PUT_SIGNATURE = (
+    "put() may only be called with a single key-value pair and optional options as put(key, "
+    "value, options) or with multiple key-value pairs and optional options as put(entries, "
+    "options)"
+)
+PUT_UNDEFINED = "put() called with undefined value."
+STORAGE_CLOSED = "This object's storage is closed (the object was evicted or reset)."
 
 # -- get / put / delete --------------------------------------------------------------------------
 

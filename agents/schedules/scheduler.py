@@ -254,11 +254,12 @@ class Scheduler:
                 start, end = time_range
             start_s = epoch_seconds(start, "start")
             end_s = epoch_seconds(end, "end")
-            query += " AND time >= ? AND time <= ?"
-            params += [
-                start_s if start_s is not None else 0,
-                end_s if end_s is not None else 2**53 - 1,  # JavaScript's largest safe integer
-            ]
+            if start_s is not None:
+                query += " AND time >= ?"
+                params.append(start_s)
+            if end_s is not None:  # no huge "no bound" number: it would be a BigInt on Cloudflare
+                query += " AND time <= ?"
+                params.append(end_s)
         rows = self._core.sql(query + " ORDER BY time ASC, rowid ASC", *params)
         return [s for s in (_readable(r) for r in rows) if s is not None]
 

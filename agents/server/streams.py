@@ -63,9 +63,6 @@ _READER_FLAG = "server_stream"
 _OPEN = 1  # WebSocket.READY_STATE_OPEN
 _WHOLE = re.compile(r"-?[0-9]+")
 _PONG = '{"type":"pong"}'
-# "No upper bound": the largest integer a JavaScript number holds (a larger one fails to bind on
-# Cloudflare, where Pyodide passes it as a BigInt).
-_LAST = 2**53 - 1
 
 
 class _SseReader:
@@ -257,13 +254,24 @@ class SessionStream:
         return number
 
     def _rows(self, start: int, limit: int, upto: int | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` stored rows from ``start`` (to ``upto`` at most), in order."""
+        """Up to ``limit`` stored rows from ``start`` (to ``upto`` at most), in order.
+
+        "No upper bound" is a query without one, not a huge number: Pyodide passes an int of
+        2**53 - 1 or more to JavaScript as a BigInt, which SQL bindings refuse on Cloudflare."""
+        if upto is None:
+            return query_rows(
+                self._sql,
+                f"SELECT sequence, chunk FROM {_TABLE} WHERE sequence >= ? ORDER BY sequence "
+                "LIMIT ?",
+                start,
+                limit,
+            )
         return query_rows(
             self._sql,
             f"SELECT sequence, chunk FROM {_TABLE} WHERE sequence BETWEEN ? AND ? "
             "ORDER BY sequence LIMIT ?",
             start,
-            _LAST if upto is None else upto,
+            upto,
             limit,
         )
 

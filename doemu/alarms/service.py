@@ -43,6 +43,7 @@ from ..ids import DurableObjectId, is_hex_id
 from ..persist import metadata_file
 from ..storage import ObjectStorage
 from ..storage.durability import SyncPool, fsync_paths
+from ..tracebacks import user_traceback
 from .scheduler import AlarmKey, AlarmScheduler
 from .table import AlarmTable
 
@@ -293,8 +294,16 @@ class AlarmService:
                 return
         # else: the constructor failed, or the object was reset mid-handler: retry as failed.
         binding = self._binding(key)
+        who = _object_label(binding, key[1], target)
         if info.retryCount >= MAX_ALARM_RETRIES:
-            _log.error("alarm of %s failed after %d retries; dropped", key[1], info.retryCount)
+            _log.error(
+                "alarm of %s raised %s: %s; failed after %d retries, dropped\n%s",
+                who,
+                type(exc).__name__,
+                exc,
+                info.retryCount,
+                user_traceback(exc),
+            )
             self._write(key, target, None)
             self._emit("alarm.dropped", binding=binding, id=key[1], error=str(exc))
             return
@@ -302,11 +311,13 @@ class AlarmService:
         now = self._clock.now()
         retry_at = float(math.ceil(now + retry_delay_ms(info.retryCount, self._rng)))
         _log.warning(
-            "alarm of %s raised %r; retry %d in %.1f s",
-            key[1],
+            "alarm of %s raised %s: %s; retry %d in %.1f s\n%s",
+            who,
+            type(exc).__name__,
             exc,
             info.retryCount + 1,
             (retry_at - now) / 1000,
+            user_traceback(exc),
         )
         self._retries[key] = _Retry(retry_at, info.retryCount + 1, info.scheduledTime)
         self._scheduler.set(key, retry_at)  # the stored alarm keeps its original time
@@ -397,3 +408,10 @@ class AlarmService:
         """Close the alarm tables (after every object has committed its last writes)."""
         for namespace in self._namespaces.values():
             namespace.table.close()
+
+
+def _object_label(binding: str | None, hex_id: str, target: AlarmTarget) -> str:
+    """``COUNTER 'alice' (8d8d52167eba…)``: what the log names an object by."""
+    name = getattr(target.id, "name", None)
+    named = f" {name!r}" if name is not None else ""
+    return f"{binding or '?'}{named} ({hex_id[:12]}…)"

@@ -15,8 +15,12 @@ inside those commands, never on the way to ``doemu dev`` serving.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import shlex
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +30,20 @@ from ..config import (
     CLOCKS,
     DURABILITY_LEVELS,
     LOOPS,
+    DoemuSettings,
+    WorkerConfig,
     display_path,
+    find_pyproject,
     parse_var_options,
     resolve_vars,
 )
 from ..errors import DoemuError, error_text
 from ..server.devserver import (
+    StartupError,
     load_worker,
     run,
     run_with_reload,
+    serve_error_page,
     setup_logging,
 )
 from .common import _CONFIG, _ENV, _PERSIST_TO_HELP, _fail, _load, _settings, main
@@ -55,8 +64,11 @@ __all__ = ["main"]
 )
 @click.option(
     "--host",
+    "--ip",
+    "host",
     default=None,
-    help="Interface to bind (0.0.0.0: every interface).  [default: 127.0.0.1]",
+    help="Interface to bind (0.0.0.0: every interface); --ip is wrangler's spelling.  "
+    "[default: 127.0.0.1]",
 )
 @click.option("--port", type=int, default=None, help="Port (0 picks a free one).  [default: 8787]")
 @click.option("--persist-to", default=None, help=_PERSIST_TO_HELP)
@@ -80,15 +92,37 @@ __all__ = ["main"]
 @click.option(
     "--reload/--no-reload",
     default=None,
-    help="Restart when sources change; a Worker that fails to import waits for the fix.  "
-    "[default: --no-reload]",
+    help="Restart when sources change; a Worker that fails to import serves its error until "
+    "the fix.  [default: --reload in a terminal, --no-reload when output is not one]",
+)
+@click.option(
+    "--reload-dir",
+    "reload_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Watch this folder instead of the project's (repeatable).  [default: the project]",
+)
+@click.option(
+    "--reload-exclude",
+    "reload_excludes",
+    multiple=True,
+    metavar="GLOB",
+    help="Changes to paths matching GLOB do not restart (repeatable).  [default: none]",
 )
 @click.option(
     "--log-level",
     default=None,
-    type=click.Choice(["critical", "error", "warning", "info", "debug", "trace"]),
-    help="info logs one line per request; warning silences it; trace adds the libraries'.  "
-    "[default: info]",
+    type=click.Choice(["critical", "error", "warning", "warn", "info", "debug", "trace", "none"]),
+    help="info logs one line per request; warning (warn) silences it; none logs nothing but "
+    "the banner; trace adds the libraries'.  [default: info]",
+)
+@click.option(
+    "--env-file",
+    "env_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Read secrets from this dotenv file instead of .dev.vars (repeatable; later files "
+    "win), as wrangler's --env-file.  [default: .dev.vars]",
 )
 @click.option(
     "--admin-token",
@@ -135,6 +169,9 @@ def dev(
     env_name: str | None,
     vars_: tuple[str, ...],
     reload_child: bool,
+    reload_dirs: tuple[Path, ...],
+    reload_excludes: tuple[str, ...],
+    env_files: tuple[Path, ...],
     **flags: Any,
 ) -> None:
     """Serve the worker's Durable Objects over HTTP and WebSocket.
@@ -142,17 +179,60 @@ def dev(
     Variables: [vars], then .dev.vars next to the config (dotenv secrets, never printed), then
     --var KEY:VALUE.
     """
+    flags["log_level"] = _LOG_LEVELS.get(flags.get("log_level") or "", flags.get("log_level"))
     try:
-        _dev(config, env_name, vars_, reload_child, flags)
+        _dev(config, env_name, vars_, reload_child, flags, reload_dirs, reload_excludes, env_files)
+    except StartupError as exc:
+        if not reload_child or _SERVING.settings is None:
+            raise
+        # Under --reload the parent keeps watching: say so, and answer with the error meanwhile.
+        exc.show()
+        logging.getLogger("doemu.reload").warning(
+            "the server answers requests with this error; it restarts when you save a fix"
+        )
+        serve_error_page(_SERVING.settings, exc)
+        raise SystemExit(1) from None
     except click.ClickException as exc:
         if not reload_child:
             raise
-        # Under --reload the parent keeps watching: say so, or the user waits for nothing.
         exc.show()
         logging.getLogger("doemu.reload").warning(
             "the server is not running; it restarts when you save a fix"
         )
         raise SystemExit(1) from None
+
+
+#: wrangler's ``--log-level`` spellings, as doemu's levels.
+_LOG_LEVELS = {"warn": "warning", "none": "critical"}
+
+
+class _Serving:
+    """The settings of the server being started (for the error page a reload child serves)."""
+
+    settings: DoemuSettings | None = None
+
+
+_SERVING = _Serving()
+
+
+def _reload_by_default(worker: WorkerConfig) -> bool:
+    """Whether to reload when nothing sets ``reload``: when a person watches (stdout is a
+    terminal). A harness, a benchmark or CI reading the output gets one plain server process.
+    ``--reload``/``--no-reload``, ``DOEMU_RELOAD`` or ``[tool.doemu] reload`` decide instead."""
+    if os.environ.get("DOEMU_RELOAD"):
+        return False
+    pyproject = find_pyproject(worker)
+    if pyproject is not None:
+        try:
+            tool = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
+        except (OSError, ValueError):
+            return False  # the settings reported it already
+        if "reload" in (tool.get("doemu") or {}):
+            return False
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _dev(
@@ -161,17 +241,30 @@ def _dev(
     vars_: tuple[str, ...],
     reload_child: bool,
     flags: dict[str, Any],
+    reload_dirs: tuple[Path, ...] = (),
+    reload_excludes: tuple[str, ...] = (),
+    env_files: tuple[Path, ...] = (),
 ) -> None:
     worker = _load(config, env_name)
     settings = _settings(worker, flags)
+    if flags.get("reload") is None and not reload_child and _reload_by_default(worker):
+        settings = dataclasses.replace(settings, reload=True)
+    _SERVING.settings = settings
     setup_logging(settings.log_level)
     try:
         cli_vars = parse_var_options(vars_)
-        dev_vars = resolve_vars(worker, cli_vars)
+        dev_vars = resolve_vars(worker, cli_vars, env_files)
     except DoemuError as exc:
         _fail(error_text(exc))
     if settings.reload:
-        run_with_reload(worker, settings, cli_vars)
+        run_with_reload(
+            worker,
+            settings,
+            cli_vars,
+            reload_dirs=reload_dirs,
+            reload_excludes=reload_excludes,
+            env_files=env_files,
+        )
         return
     run(worker, settings, force_on_second_signal=not reload_child, dev_vars=dev_vars)
 
@@ -182,24 +275,39 @@ def _dev(
 @click.option(
     "--force",
     is_flag=True,
-    help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept).",
+    help="Write into a non-empty DIRECTORY (the project's own files are replaced, others kept; "
+    "an existing pyproject.toml and .gitignore get doemu's missing parts appended).",
 )
-def init(directory: Path, force: bool) -> None:
+@click.option(
+    "--with",
+    "with_",
+    default="",
+    metavar="kv,...",
+    help="Also bind these (comma-separated): kv, d1, r2.  [default: none]",
+)
+def init(directory: Path, force: bool, with_: str) -> None:
     """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
     from ..scaffold import write_project
 
+    chosen = [part.strip() for part in with_.split(",") if part.strip()]
     try:
-        result = write_project(directory, force=force)
+        result = write_project(directory, force=force, with_bindings=chosen)
     except DoemuError as exc:
         _fail(error_text(exc))
     shown = display_path(directory)
     for path in result.written:
         note = "  (replaced)" if path in result.replaced else ""
-        click.echo(f"  wrote {Path(shown, path).as_posix()}{note}")
+        verb = "merged" if path in result.merged else "wrote"
+        click.echo(f"  {verb} {Path(shown, path).as_posix()}{note}")
+    for path, notes in result.merged.items():
+        kept = "" if path in result.written else " (kept as it is)"
+        for line in notes or ("nothing to add",):
+            click.echo(f"    {path}{kept}: {line}")
     here = directory.resolve() == Path.cwd().resolve()
     cd = "" if here else f"  cd {shlex.quote(shown)}\n"
+    migrate = "  doemu d1 migrations apply DB   # the notes table\n" if "d1" in chosen else ""
     click.echo(
-        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}"
+        f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}{migrate}"
         "  doemu dev     # serves it on http://127.0.0.1:8787; in another shell:\n"
         "  curl -X POST http://127.0.0.1:8787/counter/alice\n"
         "  pytest        # runs tests/ in-process\n"
@@ -222,4 +330,6 @@ def classes(config: Path | None, env_name: str | None) -> None:
         )
 
 
+from . import control as _control  # noqa: E402, F401  (registers run-alarm, clock, kv, tail)
+from . import d1 as _d1  # noqa: E402, F401  (registers doemu d1)
 from . import inspect as _inspect  # noqa: E402, F401  (registers the inspection commands)

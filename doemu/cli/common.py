@@ -13,6 +13,7 @@ from .. import __version__
 from ..config import (
     DoemuSettings,
     WorkerConfig,
+    display_path,
     find_pyproject,
     load_config,
     resolve_settings,
@@ -47,6 +48,11 @@ def _fail(message: str) -> NoReturn:
 
 
 def _load(config_path: Path | None, env: str | None = None) -> WorkerConfig:
+    from .installation import agents_problem
+
+    problem = agents_problem()
+    if problem is not None:
+        _fail(problem)
     try:
         config = load_config(config_path, env=env)
     except DoemuError as exc:
@@ -58,9 +64,35 @@ def _load(config_path: Path | None, env: str | None = None) -> WorkerConfig:
 
 def _settings(config: WorkerConfig, cli: dict[str, Any]) -> DoemuSettings:
     try:
-        return resolve_settings(cli, os.environ, find_pyproject(config), base_dir=config.base_dir)
+        settings = resolve_settings(
+            cli, os.environ, find_pyproject(config), base_dir=config.base_dir
+        )
     except DoemuError as exc:
         _fail(error_text(exc))
+    problem = persist_dir_problem(settings.persist_to, config)
+    if problem is not None and settings.persist:
+        _fail(problem)
+    return settings
+
+
+def persist_dir_problem(persist_to: Path, config: WorkerConfig) -> str | None:
+    """Why ``persist_to`` must not hold object files: it is the project's folder (``.``), the
+    main module's (``src``) or one above them. Object files would lie among the sources, and
+    every commit would be a change to the folder a reloading server watches."""
+    persist = persist_to.resolve()
+    folders = {"the project's folder (where its config is)": config.base_dir.resolve()}
+    if config.main_path is not None:
+        folders["the folder of the main module"] = config.main_path.parent.resolve()
+    for what, folder in folders.items():
+        if persist == folder or persist in folder.parents:
+            shown = display_path(persist_to)
+            that = "that is" if persist == folder else "that holds"
+            return (
+                f"--persist-to {shown}: {that} {what}; doemu would write object files "
+                "among your sources. Pick a folder of their own, such as .doemu/state (the "
+                "default), or --no-persist"
+            )
+    return None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

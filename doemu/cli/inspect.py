@@ -166,10 +166,30 @@ def objects(
         found = _offline_objects(target, binding)
     if not found:  # on stderr: stdout stays empty for scripts
         click.echo(f"no objects{f' of {binding}' if binding else ''} yet", err=True)
-    for item in found:
-        alarm = "" if item.get("alarm") is None else f" alarm={item['alarm']:.0f}"
-        name = item.get("name") or "-"
-        click.echo(f"{item['binding']:<12} {item['id']} {item['state']:<8} {name}{alarm}")
+        return
+    _echo_rows(
+        ["binding", "name", "id", "state", "alarm (ms)", "alarm (UTC)"],
+        [
+            [
+                item["binding"],
+                item.get("name") or "-",
+                item["id"],
+                item["state"],
+                "-" if item.get("alarm") is None else f"{item['alarm']:.0f}",
+                "-" if item.get("alarm") is None else _when(item["alarm"]),
+            ]
+            for item in found
+        ],
+    )
+
+
+def _echo_rows(header: list[str], rows: list[list[str]]) -> None:
+    """Aligned columns under a header row (the last column is not padded)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
 
 
 def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any]]:
@@ -182,12 +202,8 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
         _fail(error_text(exc))
 
 
-@main.command()
-@_targeted
-@click.option(
-    "--write", is_flag=True, help="Allow writes (runs inside the object).  [default: read-only]"
-)
-@click.option(
+#: ``--format``: how SQL results are printed (``doemu sql``, ``doemu d1 execute``).
+FORMAT = click.option(
     "--format",
     "output",
     type=click.Choice(["auto", "table", "json"]),
@@ -196,18 +212,44 @@ def _offline_objects(target: _Target, binding: str | None) -> list[dict[str, Any
     help="table: aligned columns; json: the API's answer; auto: a table on a terminal, JSON "
     "when piped (scripts keep parsing it).",
 )
+
+
+@main.command()
+@_targeted
+@click.option(
+    "--write", is_flag=True, help="Allow writes (runs inside the object).  [default: read-only]"
+)
+@FORMAT
 @click.argument("binding")
 @click.argument("name")
-@click.argument("query")
+@click.argument("query", required=False)
 def sql(
     target: _Target,
     write: bool,
     output: str,
     binding: str,
     name: str,
-    query: str,
+    query: str | None,
 ) -> None:
-    """Run QUERY on the object NAME (a name or a 64-hex id); read-only by default."""
+    """Run QUERY on the object NAME (a name or a 64-hex id); read-only by default.
+
+    For a D1 database: doemu sql DATABASE QUERY (its binding, name or id)."""
+    d1 = _d1_database(target, binding)
+    if d1 is not None and query is None:
+        result = _d1_sql(target, d1, name, write)
+    else:
+        if query is None:
+            _fail("give BINDING NAME QUERY (or DATABASE QUERY for a D1 database)")
+        result = _object_sql(target, binding, name, query, write)
+    if output == "auto":
+        output = "table" if _stdout_is_terminal() else "json"
+    if output == "json" or not isinstance(result, dict) or "columns" not in result:
+        _echo_json(result)
+        return
+    _echo_table(result["columns"], result.get("rows") or [])
+
+
+def _object_sql(target: _Target, binding: str, name: str, query: str, write: bool) -> Any:
     path = f"/objects/{_path(binding)}/{_path(name)}/sql"
     result = _online(target, lambda c: c.post(path, {"query": query, "write": write}))
     if result is None:
@@ -225,12 +267,32 @@ def sql(
             result = read_only_sql(file, query, f"{binding}/{name}")
         except DoemuError as exc:
             _fail(error_text(exc))
-    if output == "auto":
-        output = "table" if _stdout_is_terminal() else "json"
-    if output == "json" or not isinstance(result, dict) or "columns" not in result:
-        _echo_json(result)
-        return
-    _echo_table(result["columns"], result.get("rows") or [])
+    return result
+
+
+def _d1_database(target: _Target, name: str) -> Any:
+    """The D1 binding ``name`` names, if it names one and no Durable Object binding."""
+    if any(b.name == name for b in target.worker.bindings):
+        return None
+    return next((b for b in target.worker.resources.d1 if b.matches(name)), None)
+
+
+def _d1_sql(target: _Target, spec: Any, query: str, write: bool) -> Any:
+    path = f"/d1/{_path(spec.binding)}/sql"
+    result = _online(target, lambda c: c.post(path, {"query": query, "write": write}))
+    if result is None:
+        if write:
+            _fail(f"--write on a D1 database without a server: use doemu d1 execute {spec.binding}")
+        from ..inspection.offline import read_only_sql
+        from ..persist import d1_file
+
+        try:
+            file = d1_file(target.settings.persist_to, spec.resource)
+            _offline(target)
+            result = read_only_sql(file, query, f"D1 database {spec.binding}")
+        except DoemuError as exc:
+            _fail(error_text(exc))
+    return result
 
 
 def _stdout_is_terminal() -> bool:
@@ -280,11 +342,20 @@ def alarms(
     pending = [item for item in found if item.get("alarm") is not None]
     if not pending:  # on stderr: stdout stays empty for scripts
         click.echo("no pending alarms", err=True)
-    for item in pending:
-        if item.get("alarm") is not None:
-            name = item.get("name") or "-"
-            when = f"{item['alarm']:.0f} {_when(item['alarm'])}"
-            click.echo(f"{item['binding']:<12} {item['id']} {name} {when}")
+        return
+    _echo_rows(
+        ["binding", "name", "id", "alarm (ms)", "alarm (UTC)"],
+        [
+            [
+                item["binding"],
+                item.get("name") or "-",
+                item["id"],
+                f"{item['alarm']:.0f}",
+                _when(item["alarm"]),
+            ]
+            for item in pending
+        ],
+    )
 
 
 def _control(action: str, help_text: str) -> None:

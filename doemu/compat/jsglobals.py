@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
 
+from ..jsboundary import JsException
 from . import _state
 from .fetch_api import FetchResponse as _FetchResponse
 from .fetch_api import Headers as _Headers
@@ -91,7 +92,7 @@ class JsDate:
 
     def toISOString(self) -> str:
         if not math.isfinite(self._ms):
-            raise ValueError("Invalid time value")  # RangeError in JS
+            raise JsException("RangeError", "Invalid time value")
         moment = _dt.datetime.fromtimestamp(self._ms / 1000.0, _dt.UTC)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(self._ms) % 1000:03d}Z"
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
+from ..jsboundary import JsException
 from .bodies import Body, BodyData, BodyMixin, body_data
 from .headers import Headers, HeadersInit, to_headers
 from .readable import ReadableStream
@@ -174,7 +175,7 @@ class FetchResponse(BodyMixin):
     def redirect(url: str, status: HTTPStatus | int = HTTPStatus.FOUND) -> Response:
         code = int(status)
         if code not in _REDIRECT_STATUSES:
-            raise ValueError(
+            raise _range_error(
                 f"{code} is not a redirect status code. "
                 "It must be one of: 301, 302, 303, 307, or 308."
             )
@@ -219,7 +220,7 @@ class Response(FetchResponse):
         code = int(status) if status else 200
         if web_socket is None:
             if not 200 <= code <= 599:
-                raise ValueError(
+                raise _range_error(
                     "Responses may only be constructed with status codes in the range 200 to "
                     "599, inclusive."
                 )
@@ -230,7 +231,7 @@ class Response(FetchResponse):
                     f"got {type(web_socket).__name__}"
                 )
             if code != 101:
-                raise ValueError("Responses with a WebSocket must have status code 101.")
+                raise _range_error("Responses with a WebSocket must have status code 101.")
         if status_text and any(ord(c) < 0x20 for c in status_text):
             raise TypeError("Invalid statusText")
         merged = to_headers(headers)
@@ -273,3 +274,8 @@ def _default_status_text(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+def _range_error(message: str) -> JsException:
+    """A JavaScript ``RangeError`` from the ``Response`` constructor (as workerd raises it)."""
+    return JsException("RangeError", message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
+from ..jsboundary import JsException
 from .jsclass import JsClass
 from .jsproxy import JsBuffer, as_js_buffer
 
@@ -45,7 +46,7 @@ class TextDecoder(metaclass=JsClass):
         try:
             info = codecs.lookup(label)
         except LookupError:
-            raise ValueError(f"Invalid encoding label: {label!r}") from None  # RangeError in JS
+            raise JsException("RangeError", f"Invalid encoding label: {label!r}") from None
         self._label = info.name
         self._fatal = fatal
         self._ignore_bom = ignoreBOM

@@ -9,6 +9,7 @@ the file. :class:`Checker` gathers errors and warnings, :func:`show` renders val
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -27,12 +28,30 @@ def show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def unexpected(where: str, keys: Iterable[str], known: Iterable[str]) -> str | None:
-    """wrangler's ``validateAdditionalProperties`` warning, or ``None`` when all keys are known."""
-    extra = [key for key in keys if key not in set(known)]
+def unexpected(
+    where: str, keys: Iterable[str], known: Iterable[str], candidates: Iterable[str] = ()
+) -> str | None:
+    """wrangler's ``validateAdditionalProperties`` warning, or ``None`` when all keys are known,
+    followed by ``(did you mean "main"?)`` for a key close to a known one (or to one of
+    ``candidates``): a typo is otherwise ignored with a warning that is easy to read past."""
+    known = set(known)
+    extra = [key for key in keys if key not in known]
     if not extra:
         return None
-    return f"Unexpected fields found in {where} field: " + ",".join(f'"{key}"' for key in extra)
+    pool = sorted(known | set(candidates))
+    guesses = {
+        key: match[0]
+        for key in extra
+        if (match := difflib.get_close_matches(key, pool, n=1, cutoff=0.75))
+    }
+    if len(extra) == 1 and guesses:
+        hint = f' (did you mean "{guesses[extra[0]]}"?)'
+    elif guesses:
+        hint = " (did you mean " + ", ".join(f'"{g}" for "{k}"' for k, g in guesses.items()) + "?)"
+    else:
+        hint = ""
+    listed = ",".join(f'"{key}"' for key in extra)
+    return f"Unexpected fields found in {where} field: {listed}{hint}"
 
 
 class Checker:

@@ -104,15 +104,31 @@ def parse_var_options(items: Sequence[str]) -> dict[str, str]:
     return result
 
 
-def resolve_vars(config: WorkerConfig, cli_vars: Mapping[str, str] | None = None) -> DevVars:
-    """``[vars]`` < ``.dev.vars`` (secrets) < ``--var``, as ``wrangler dev`` layers them."""
+def resolve_vars(
+    config: WorkerConfig,
+    cli_vars: Mapping[str, str] | None = None,
+    env_files: Sequence[Path] = (),
+) -> DevVars:
+    """``[vars]`` < ``.dev.vars`` (secrets) < ``--var``, as ``wrangler dev`` layers them.
+
+    ``env_files`` (``--env-file``, repeatable, as wrangler's) are read instead of ``.dev.vars``,
+    each overriding the ones before it; their values are secrets too.
+    """
     values: dict[str, Any] = dict(config.vars)
     secrets: set[str] = set()
-    source = dev_vars_file(config)
-    if source is not None:
-        for key, value in read_dev_vars(source).items():
+    files = list(env_files)
+    if not files:
+        default = dev_vars_file(config)
+        files = [default] if default is not None else []
+    for path in files:
+        if not path.is_file():
+            raise SettingsError(
+                f"--env-file {display_path(path)}: no such file", source="--env-file"
+            )
+        for key, value in read_dev_vars(path).items():
             values[key] = value
             secrets.add(key)
+    source = files[-1] if files else None
     for key, value in (cli_vars or {}).items():
         values[key] = value
         secrets.discard(key)

@@ -67,7 +67,9 @@ def load_config(
         found = find_config(start)
         if found is None:
             raise ConfigNotFoundError(
-                f"no {_names_sentence()} found in {start.absolute()} or any parent directory",
+                f"no {_names_sentence()} found in {start.absolute()} or any parent directory; "
+                "run `doemu init` to create a project here (or `doemu init DIR`), or cd into "
+                "one, or pass --config PATH",
                 start=start,
             )
         source = found

@@ -185,6 +185,16 @@ def check_exports(check: Checker, value: Any) -> dict[str, ClassInfo]:
     return classes
 
 
+def _migration_snippet(tag: str, classes: Sequence[str], file_label: str) -> str:
+    """A ``[[migrations]]`` entry to paste into ``file_label``, indented, in its format."""
+    names = ", ".join(json.dumps(n) for n in classes)
+    if file_label.endswith((".json", ".jsonc")):
+        lines = ['"migrations": [', f'  {{ "tag": "{tag}", "new_sqlite_classes": [{names}] }}', "]"]
+    else:
+        lines = ["[[migrations]]", f'tag = "{tag}"', f"new_sqlite_classes = [{names}]"]
+    return "\n".join("    " + line for line in lines)
+
+
 def warn_unmigrated(
     check: Checker,
     bindings: Sequence[DurableObjectBinding],
@@ -197,20 +207,23 @@ def warn_unmigrated(
     missing = [b for b in bindings if b.class_name not in classes]
     if not missing:
         return
+    names = list(dict.fromkeys(b.class_name for b in missing))
     if not has_history:
-        names = list(dict.fromkeys(b.class_name for b in missing))
-        # wrangler's warning (warnIfDurableObjectsHaveNoMigrations), naming the real file.
+        # wrangler's warning (warnIfDurableObjectsHaveNoMigrations), naming the real file, with
+        # the configuration to paste on lines of its own (in the file's own format).
         check.warnings.append(
             f"In {file_label}, you have configured [durable_objects] exported by this Worker "
             f"({', '.join(names)}), but no [migrations] for them. This may not work as expected "
             f"until you add a [migrations] section to your {file_label}. Add this configuration "
-            f'to your {file_label}: [[migrations]] tag = "v1" new_sqlite_classes = '
-            f"[{', '.join(json.dumps(n) for n in names)}]. doemu runs them without storage.sql."
+            f"to your {file_label}:\n\n{_migration_snippet('v1', names, file_label)}\n\n"
+            "doemu runs them without storage.sql until then."
         )
         return
+    tag = "add-" + "-".join(names).lower()
     for binding in missing:
         check.warnings.append(
             f'{binding.key} class_name "{binding.class_name}" has no migration: add it to '
             "new_sqlite_classes in a new [[migrations]] entry; until then doemu runs it "
-            "without storage.sql (key-value storage only), as wrangler dev does"
+            "without storage.sql (key-value storage only), as wrangler dev does. For example, "
+            f"at the end of {file_label}:\n\n{_migration_snippet(tag, names, file_label)}\n"
         )

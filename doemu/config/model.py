@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .bindings import WorkerResources
 
 __all__ = [
     "ClassInfo",
@@ -131,6 +132,8 @@ class WorkerConfig:
     migration_tags: tuple[str, ...] = ()
     #: The ``[env.NAME]`` section selected with ``--env`` (``None``: the top level).
     env: str | None = None
+    #: KV, D1, R2, services, crons and assets (see :mod:`doemu.config.bindings`).
+    resources: WorkerResources = field(default_factory=WorkerResources)
 
     @property
     def main_is_file(self) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .bindings import EMULATED_KEYS, WorkerResources, check_resources
 from .checker import Checker, show, unexpected
 from .migrations import check_exports, check_migrations, replay_migrations, warn_unmigrated
 from .model import (
@@ -103,7 +104,8 @@ def parse_config(
             )
     bindings, external = _check_bindings(check, raw.get("durable_objects"), name)
     vars_ = _check_vars(check, raw.get("vars"))
-    _check_unique_binding_names(check, bindings + external, vars_)
+    resources = check_resources(check, raw, base_dir=base_dir, worker_name=name)
+    _check_unique_binding_names(check, bindings + external, vars_, resources)
 
     if "migrations" in raw and "exports" in raw:
         check.errors.append(
@@ -156,6 +158,7 @@ def parse_config(
         main_line=main_line,
         external_bindings=tuple(external),
         migration_tags=tuple(tags),
+        resources=resources,
     )
 
 
@@ -330,29 +333,37 @@ def _json_value_problem(value: Any) -> str | None:
 
 
 def _check_unique_binding_names(
-    check: Checker, bindings: Sequence[DurableObjectBinding], vars_: Mapping[str, Any]
+    check: Checker,
+    bindings: Sequence[DurableObjectBinding],
+    vars_: Mapping[str, Any],
+    resources: WorkerResources,
 ) -> None:
     # wrangler's texts (validateBindingsHaveUniqueNames).
-    seen: dict[str, int] = {}
+    kinds: dict[str, list[str]] = {}
     for binding in bindings:
-        seen[binding.name] = seen.get(binding.name, 0) + 1
-    for name, count in seen.items():
-        if name in vars_:
-            check.errors.append(
-                f"{name} assigned to Durable Object and Environment Variable bindings."
-            )
-        if count > 1:
-            check.errors.append(f"{name} assigned to multiple Durable Object bindings.")
+        kinds.setdefault(binding.name, []).append("Durable Object")
+    for name, kind in resources.names():
+        kinds.setdefault(name, []).append(kind)
+    for name in vars_:
+        if name in kinds:
+            kinds[name].append("Environment Variable")
+    for name, found in kinds.items():
+        distinct = list(dict.fromkeys(found))
+        if len(distinct) > 1:
+            listed = ", ".join(distinct[:-1]) + f" and {distinct[-1]}"
+            check.errors.append(f"{name} assigned to {listed} bindings.")
+        elif len(found) > 1:
+            check.errors.append(f"{name} assigned to multiple {distinct[0]} bindings.")
 
 
 def _warn_about_keys(check: Checker, raw: Mapping[str, Any]) -> None:
     unknown = [key for key in raw if key not in _KNOWN_KEYS | _IGNORED_KEYS | _UNSUPPORTED_KEYS]
     if unknown:
-        warning = unexpected("top-level", unknown, ())
+        warning = unexpected("top-level", unknown, (), _KNOWN_KEYS | _UNSUPPORTED_KEYS)
         assert warning is not None
         check.warnings.append(warning)
     for key in raw:
-        if key in _UNSUPPORTED_KEYS:
+        if key in _UNSUPPORTED_KEYS and key not in EMULATED_KEYS:
             check.warnings.append(f'"{key}" is not emulated by doemu and is ignored')
     if "env" in raw:
         check.warnings.append(

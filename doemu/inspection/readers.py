@@ -85,15 +85,22 @@ def _missing_table(exc: sqlite3.OperationalError) -> bool:
     return str(exc).startswith("no such table")
 
 
-async def read_kv(path: Path, *, prefix: str = "", limit: int = 1000) -> list[dict[str, Any]]:
-    """The object's KV pairs (decoded), in key order; ``[]`` for an object without storage."""
+async def read_kv(
+    path: Path, *, prefix: str = "", limit: int = 1000, after: str | None = None
+) -> list[dict[str, Any]]:
+    """The object's KV pairs (decoded), in key order; ``[]`` for an object without storage.
+
+    ``after``: only keys after this one (the last key of the previous page, for paging).
+    """
     if not await asyncio.to_thread(path.exists):
         return []
+    start = prefix if after is None or after < prefix else after
+    operator = ">=" if after is None or after < prefix else ">"
     async with aiosqlite.connect(_uri(path), uri=True) as db:
         try:
             cursor = await db.execute(
-                "SELECT key, value FROM _cf_KV WHERE key >= ? ORDER BY key LIMIT ?",
-                (prefix, limit),
+                f"SELECT key, value FROM _cf_KV WHERE key {operator} ? ORDER BY key LIMIT ?",
+                (start, limit),
             )
         except sqlite3.OperationalError as exc:
             if _missing_table(exc):

@@ -64,7 +64,11 @@ class DurableObjectState:
         return self._host.block_concurrency_while(fn)
 
     def abort(self, reason: str | None = None) -> NoReturn:
-        """Reset the object: uncommitted writes are dropped and in-flight callers get ``reason``."""
+        """Reset the object: uncommitted writes are dropped and in-flight callers get ``reason``.
+
+        Raises :class:`~doemu.errors.DurableObjectAbort` (a ``BaseException``), as Cloudflare's
+        Python runtime does: ``except Exception:`` cannot catch it, so the code after the call
+        never runs."""
         self._host.abort(reason)
 
     # -- hibernatable WebSockets ----------------------------------------------------------------

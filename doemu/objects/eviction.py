@@ -33,8 +33,9 @@ FDS_PER_OBJECT = 3
 #: Descriptors kept free for sockets, the metadata tables and everything else.
 FD_RESERVE = 1024
 #: Default cap on live objects. Each live object holds an SQLite connection (~170 KB of RSS,
-#: mostly SQLite's own lookaside and the WAL index), so 1,000 live objects stay near 200 MB
-#: however many objects exist; idle ones beyond that are evicted least-recently-used first.
+#: mostly SQLite's own lookaside and the WAL index), so memory is bounded by the cap rather than
+#: by how many objects exist (about 240 MB after 10,000 objects in BENCHMARKS.md); idle ones
+#: beyond that are evicted least-recently-used first.
 DEFAULT_MAX_LIVE = 1_000
 
 

@@ -24,13 +24,14 @@ from contextvars import ContextVar
 from typing import Any, NoReturn
 
 from ..clock import TimerHandle
-from ..errors import BlockConcurrencyTimeoutError, ObjectResetError
+from ..errors import BlockConcurrencyTimeoutError, DurableObjectAbort, ObjectResetError
 from ..ids import DurableObjectId
 from ..persist import object_file
 from ..sockets.registry import SocketRegistry
 from ..storage import DurableObjectStorage, ObjectStorage
 from ..storage.files import FileClosing
 from .context import DurableObjectState
+from .diagnostics import check_constructed
 from .gates import (
     BLOCK_CONCURRENCY_NESTING_MESSAGE,
     BLOCK_CONCURRENCY_TIMEOUT_MESSAGE,
@@ -54,6 +55,8 @@ __all__ = [
 _log = logging.getLogger("doemu.host")
 
 _DEFAULT_ABORT_REASON = "Durable Object was aborted by ctx.abort()."
+#: What the SDK's ``DurableObjectAbort`` says when ``ctx.abort()`` was given no reason.
+_ABORT_REQUESTED = "Durable Object abort requested"
 
 #: The host whose event is running in the current task (used by stubs for the output gate).
 current_host: ContextVar[ObjectHost | None] = ContextVar("doemu_current_host", default=None)
@@ -153,6 +156,7 @@ class ObjectHost:
             raise
         finally:
             current_host.reset(token)
+        check_constructed(self.instance)
         self.state = Lifecycle.ACTIVE
         services.activated(self)
         services.emit("constructed", binding=kind.binding, id=self.hex_id, name=self.id.name)
@@ -209,6 +213,11 @@ class ObjectHost:
                 raise
             task.uncancel()
             raise type(reset)(reset.reason) from None
+        except DurableObjectAbort as abort:
+            # ctx.abort() in this object's code: the object is reset already; what reaches the
+            # caller is the reset's error, as from any other reset.
+            self._raise_if_reset(task)
+            raise ObjectResetError(abort.reason) from None
         except Exception:
             self._raise_if_reset(task)
             if storage is not None and storage is self.storage:
@@ -278,7 +287,7 @@ class ObjectHost:
 
         def done(t: asyncio.Task[Any]) -> None:
             self._wait_until.discard(t)
-            if not t.cancelled() and t.exception() is not None:
+            if not t.cancelled() and not isinstance(t.exception(), DurableObjectAbort | None):
                 _log.error("waitUntil task of %s failed", self.hex_id, exc_info=t.exception())
             if not self.busy:
                 self._settled()
@@ -339,9 +348,11 @@ class ObjectHost:
 
     # -- reset / abort / eviction ------------------------------------------------------------
     def abort(self, reason: str | None) -> NoReturn:
+        """``ctx.abort()``: reset the object, then end the calling code with a
+        :class:`DurableObjectAbort` (a ``BaseException``: ``except Exception:`` cannot catch it)."""
         message = reason if reason is not None else _DEFAULT_ABORT_REASON
         self.reset(message)
-        raise ObjectResetError(message)
+        raise DurableObjectAbort(reason or _ABORT_REQUESTED)
 
     def reset(self, reason: str, *, error: type[ObjectResetError] = ObjectResetError) -> None:
         """Drop the instance and uncommitted writes; in-flight callers get ``reason``."""

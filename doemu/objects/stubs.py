@@ -10,6 +10,7 @@ committed (the output gate), exactly as for an HTTP response.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import traceback
 from collections.abc import Callable, Mapping
@@ -19,10 +20,11 @@ from .. import clone
 from ..compat import call_relaxed, workers
 from ..compat.readable import ReadableStream, core_of
 from ..compat.rpc import check_rpc_value, from_rpc_result
-from ..errors import DoemuError, FetchError, ObjectResetError, RpcError
+from ..errors import DataCloneError, DoemuError, FetchError, ObjectResetError, RpcError
 from ..ids import DurableObjectId
 from ..jsboundary import JsException, is_strict
 from ..sockets.registry import fetch_scope
+from .diagnostics import explain, forgot_await, method_location, remote_cause
 from .host import ObjectHost, current_host
 from .namespace import Namespace
 
@@ -215,18 +217,33 @@ class DurableObjectStub:
         except (ObjectResetError, UnknownMethodError):
             raise
         except Exception as exc:
+            explain(exc)  # advice for a mistake doemu recognises, in what the caller sees
             if strict:
                 raise python_error(exc) from None
             if isinstance(exc, DoemuError):
                 raise
-            raise _copy_exception(exc, class_name, method) from None
-        if not strict:
-            return clone.clone(result)
+            cause = remote_cause(exc, class_name, method)  # the object's frames, for the caller
+            raise _copy_exception(exc, class_name, method) from cause
+        if strict:
+            try:
+                check_rpc_value(result)  # the SDK refuses these in the callee, after the method
+            except TypeError as exc:
+                self._unawaited(exc, result, method)
+                raise python_error(exc) from None
         try:
-            check_rpc_value(result)  # the SDK refuses these in the callee, after the method
-        except TypeError as exc:
-            raise python_error(exc) from None
-        return from_rpc_result(clone.clone(result))
+            copied = clone.clone(result)
+        except DataCloneError as exc:
+            self._unawaited(exc, result, method)
+            raise
+        return from_rpc_result(copied) if strict else copied
+
+    def _unawaited(self, exc: BaseException, result: Any, method: str) -> None:
+        """A result refused because it is an awaitable (``return self.ctx.storage.get(k)``,
+        no ``await``): say so, naming the method's file and line."""
+        if inspect.isawaitable(result):
+            exc.add_note(forgot_await(method_location(self._ns.kind.cls, method)))
+            if inspect.iscoroutine(result):
+                result.close()  # explained here: no "never awaited" warning on top
 
     def __repr__(self) -> str:
         return f"DurableObjectStub({self._ns.class_name}, {self.id})"

@@ -12,16 +12,18 @@ small Starlette app mounted under ``/__doemu/api``.
   valid handshake (no ``Connection: upgrade``) reaches ``fetch`` as plain HTTP; if ``fetch``
   accepts anyway, the client gets a JSON 426 naming what is missing.
 
-Every failure becomes a JSON ``{"error": ...}`` response with a 4xx/5xx status; the server keeps
-serving other requests and other objects.
+Every failure becomes a JSON ``{"error": ...}`` response with a 4xx/5xx status (a browser gets
+the same as an HTML page, see :mod:`.errorpage`); the server keeps serving other requests and
+other objects. Every 5xx is also logged with its cause, the user's own frames first, so the
+terminal says why a client got a 500.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
-import traceback
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import unquote
@@ -40,16 +42,21 @@ from ..errors import (
     WebSocketError,
     error_text,
 )
+from ..objects.diagnostics import explain, forgot_await
 from ..runtime import Runtime, current_entry
 from ..sockets.bridge import WriteBatch, bridge
 from ..sockets.protocol import SEND_FRAME
+from ..tracebacks import user_traceback
 from .admin import ADMIN_PREFIX, AdminApp
+from .errorpage import error_page, is_loopback, wants_html
+from .scheduled import SCHEDULED_PATHS, run_scheduled
 from .transfer import RequestBody, read_request_body, send_response
 
 __all__ = ["DEFAULT_MAX_BODY", "DoemuApp", "EntryContext"]
 
-#: Where people look for the inspector; both redirect to the page at ``/__doemu/api/``.
-_INSPECTOR_ALIASES = frozenset({"/__doemu", "/__doemu/"})
+#: Where people look for the inspector: ``/__doemu/`` serves the page (the API's own root serves
+#: it too), ``/__doemu`` redirects there.
+_INSPECTOR_HOME = "/__doemu/"
 
 
 async def _redirect(send: Send, location: str) -> None:
@@ -131,8 +138,17 @@ class DoemuApp:
         kind = scope["type"]
         if kind == "http":
             path: str = scope["path"]
-            if path in _INSPECTOR_ALIASES:  # the inspector page lives with the API it reads
-                await _redirect(send, scope.get("root_path", "") + ADMIN_PREFIX + "/")
+            if path == _INSPECTOR_HOME[:-1]:
+                await _redirect(send, scope.get("root_path", "") + _INSPECTOR_HOME)
+                return
+            if path == _INSPECTOR_HOME:  # the page, under the admin API's access rules
+                child = dict(scope)
+                child["root_path"] = scope.get("root_path", "") + ADMIN_PREFIX
+                child["path"] = "/"
+                await self.admin(child, receive, send)
+                return
+            if path in SCHEDULED_PATHS:  # wrangler dev --test-scheduled's route, always on
+                await send_response(send, await run_scheduled(self.runtime, scope))
                 return
             if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
                 child = dict(scope)
@@ -167,17 +183,21 @@ class DoemuApp:
         try:
             body = await read_request_body(scope, receive, self.max_body)
             request = self._request(scope, body.data)
-            response = await self._dispatch(scope, request)
+            assets = self.runtime.extra.assets
+            if assets is not None and assets.first(request.method, request.url, request.headers):
+                response = await assets.respond(request)  # [assets]: before the Worker
+            else:
+                response = await self._dispatch(scope, request)
             if response._web_socket is not None:
                 _discard_server_end(response._web_socket)
                 response = _not_upgraded(request.headers)
         except HttpError as exc:
-            response = _json_response(exc.status, {"error": exc.message})
+            response = _error_response(scope, exc)
         listen = receive if body is not None and body.complete else None
         try:
             await send_response(send, response, head=scope["method"] == "HEAD", receive=listen)
         except HttpError as exc:
-            await send_response(send, _json_response(exc.status, {"error": exc.message}))
+            await send_response(send, _error_response(scope, exc))
 
     def _request(self, scope: Scope, body: bytes | ReadableStream | None) -> Request:
         # ASGI servers hand over lowercase names that their HTTP parser has validated.
@@ -216,14 +236,16 @@ class DoemuApp:
         except HttpError:
             raise
         except ObjectResetError as exc:
-            raise HttpError(500, f"Durable Object reset: {exc.reason}") from None
+            raise HttpError(500, f"Durable Object reset: {exc.reason}") from exc
         except (InvalidIdError, DataCloneError) as exc:
             raise HttpError(400, error_text(exc)) from None
         except Exception as exc:
-            _log.error("fetch() raised:\n%s", "".join(traceback.format_exception(exc)))
-            raise HttpError(500, f"{type(exc).__name__}: {exc}") from None
+            raise HttpError(500, f"{type(exc).__name__}: {exc}") from exc  # logged with its cause
         if not isinstance(result, Response):
-            raise HttpError(500, f"fetch() must return a Response, got {type(result).__name__}")
+            message = f"fetch() must return a Response, got {type(result).__name__}"
+            if inspect.isawaitable(result):
+                message += f" (did you forget `await`? {forgot_await()})"
+            raise HttpError(500, message)
         return result
 
     def _route(self, scope: Scope) -> Any:
@@ -255,7 +277,7 @@ class DoemuApp:
             request = self._request({**scope, "method": "GET"}, None)
             response = await self._dispatch(scope, request)
         except HttpError as exc:
-            response = _json_response(exc.status, {"error": exc.message})
+            response = _error_response(scope, exc)
         socket = response._web_socket
         if socket is None or response.status != 101:
             if response.status == 101 or response.status < 200:
@@ -281,6 +303,34 @@ class DoemuApp:
         await send(accept)
         send_frame = scope.get("extensions", {}).get(SEND_FRAME)
         await bridge(client, receive, send, self._writes, send_frame)
+
+
+def _error_response(scope: Scope, exc: HttpError) -> Response:
+    """The answer to a request that failed with ``exc``: JSON, or an HTML page for a browser.
+
+    A 5xx is logged with its cause (the user's own frames, and doemu's advice for mistakes it
+    recognises), so the terminal says what the client was told and why.
+    """
+    cause = exc.__cause__
+    detail = None
+    if cause is not None:
+        explain(cause)
+        detail = user_traceback(cause)
+    if exc.status >= 500:
+        path = scope.get("path", "")
+        method = scope.get("method", "WS" if scope.get("type") == "websocket" else "GET")
+        if detail is None:
+            _log.error("%s %s answered %d: %s", method, path, exc.status, exc.message)
+        else:
+            _log.error("%s %s answered %d: %s\n%s", method, path, exc.status, exc.message, detail)
+    if scope.get("type") == "http" and wants_html(scope.get("headers", ())):
+        shown = detail if is_loopback(scope.get("client")) else None
+        return Response._from_parts(
+            exc.status,
+            {"content-type": "text/html; charset=utf-8"},
+            error_page(exc.status, exc.message, shown),
+        )
+    return _json_response(exc.status, {"error": exc.message})
 
 
 def _not_upgraded(headers: Headers) -> Response:

@@ -128,7 +128,7 @@ def banner(
             click.echo(f"  network: {http_url(lan, port)}")
         if settings.admin_token is None:
             click.echo("  note:    the admin API answers loopback only (--admin-token shares it)")
-    click.echo(f"  admin:   {url}/__doemu/api/health")
+    click.echo(f"  inspect: {url}/__doemu/  (objects, storage, alarms, events; API under /api)")
     click.echo(f"  persist: {persist}")
     click.echo(f"  durable: {_DURABILITY_LINES[settings.durability]}")
     click.echo(f"  loop:    {_loop_name(asyncio.get_running_loop())}")
@@ -139,6 +139,8 @@ def banner(
     for binding in worker.bindings:
         item = loaded.classes[binding.class_name]
         click.echo(f"  {binding.name} → {item.name} ({'sql' if item.sql else 'kv'}; {item.origin})")
+    for line in binding_lines(runtime):
+        click.echo(f"  {line}")
     for key, shown in dev_vars.shown().items():
         click.echo(f"  var:     {key} = {shown}")
     if dev_vars.source is not None:
@@ -147,6 +149,23 @@ def banner(
         click.echo(f"  alarms:  {len(runtime.alarms)} restored")
     click.echo(f"doemu ready on {url}")
     sys.stdout.flush()
+
+
+def binding_lines(runtime: Runtime) -> list[str]:
+    """One banner line per KV namespace, D1 database, R2 bucket, service, assets, cron."""
+    lines = []
+    for item in runtime.extra.describe():
+        where = item.get("file") or item.get("directory") or item.get("target") or ""
+        if where.startswith("/"):
+            where = display_path(Path(where))
+        lines.append(f"{item['binding']} → {item['type']} {item['resource']} ({where})")
+    crons = runtime.extra.crons
+    if crons is not None and crons.crons:
+        state = "scheduled" if crons.handler_present else "NOT scheduled: no Default.scheduled()"
+        lines.append(
+            f"crons:   {', '.join(crons.crons)} ({state}; /__scheduled?cron=… runs one now)"
+        )
+    return lines
 
 
 def _loop_name(loop: asyncio.AbstractEventLoop) -> str:

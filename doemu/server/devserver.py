@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import fnmatch
 import gc
+import json
 import logging
 import os
 import shlex
@@ -21,7 +24,7 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -51,6 +54,7 @@ __all__ = [
     "run",
     "run_with_reload",
     "serve",
+    "serve_error_page",
     "setup_logging",
 ]
 
@@ -220,7 +224,13 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
-        _fail(f"cannot listen on {http_url(host, port)}: {exc.strerror or exc}")
+        hint = ""
+        if exc.errno == errno.EADDRINUSE:
+            hint = (
+                "; another process (another doemu dev?) serves on that port: stop it, or pass "
+                "--port 0 to pick a free port"
+            )
+        _fail(f"cannot listen on {http_url(host, port)}: {exc.strerror or exc}{hint}")
     return sock
 
 
@@ -308,6 +318,7 @@ async def serve(
     """
     import uvicorn
 
+    from ..bindings import find_entrypoints
     from ..clock import ManualClock
     from ..runtime import ClassSpec, Runtime
     from ..storage import StorageLimits
@@ -337,6 +348,8 @@ async def serve(
                 idle_timeout=settings.idle_timeout,
                 max_live_objects=settings.max_live_objects,
                 limits=StorageLimits.production() if settings.limits == "production" else None,
+                resources=worker.resources,
+                entrypoints=find_entrypoints(loaded.module),
                 lenient=settings.lenient,
             )
         except (DoemuError, OSError) as exc:
@@ -393,14 +406,68 @@ async def serve(
     )
 
 
+def serve_error_page(settings: DoemuSettings, error: StartupError) -> None:
+    """Serve ``error`` (a Worker that failed to import) on the server's address until stopped.
+
+    Under ``--reload`` the watching parent restarts this process when a source changes; until
+    then a browser tab or a client gets the error (an HTML page, or JSON, with status 500)
+    instead of "connection refused", as ``wrangler dev`` shows a broken Worker's error.
+    """
+    import uvicorn
+
+    from .errorpage import error_page, is_loopback, wants_html
+
+    message = f"{error.message} {error.text.splitlines()[-1] if error.text else ''}".strip()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return  # a WebSocket: refused (closed) by uvicorn
+        if wants_html(scope.get("headers", ())):
+            detail = error.text if is_loopback(scope.get("client")) else None
+            footer = "doemu dev --reload: save a fix and this page's server restarts."
+            body = error_page(500, error.message, detail, footer)
+            kind = b"text/html; charset=utf-8"
+        else:
+            body = json.dumps({"error": message}).encode()
+            kind = b"application/json"
+        await send(
+            {"type": "http.response.start", "status": 500, "headers": [(b"content-type", kind)]}
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    with _listen(settings.host, settings.port) as sock:
+        config = uvicorn.Config(
+            app, lifespan="off", log_config=None, log_level="warning", access_log=False
+        )
+        server = uvicorn.Server(config)
+        asyncio.run(server.serve(sockets=[sock]))
+
+
+def _changed(changes: set[tuple[Any, str]]) -> str:
+    """``src/entry.py changed`` (at most three paths named), for the reload line."""
+    paths = sorted({display_path(Path(path)) for _, path in changes})
+    named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return f"{named} changed"
+
+
 def run_with_reload(
-    worker: WorkerConfig, settings: DoemuSettings, cli_vars: dict[str, str] | None = None
+    worker: WorkerConfig,
+    settings: DoemuSettings,
+    cli_vars: dict[str, str] | None = None,
+    *,
+    reload_dirs: Sequence[Path] = (),
+    reload_excludes: Sequence[str] = (),
+    env_files: Sequence[Path] = (),
 ) -> None:
     """Run ``doemu dev --no-reload`` as a child and restart it when a source file changes.
 
     The parent owns the port (a busy one fails here, ``0`` is fixed once so a restart keeps the
     URL) and, with ``--no-persist``, the temp dir, so state survives reloads as on a code update.
-    A child whose Worker fails to import says so and exits; the next change starts a new one.
+    A child whose Worker fails to import serves that error (see :func:`serve_error_page`) until
+    the next change starts a new one. ``reload_dirs`` are watched instead of the project's
+    folder; a path matching one of ``reload_excludes`` (globs, as uvicorn's ``--reload-exclude``)
+    is not a change. watchfiles' own lines (``process already dead``, signal notices) are kept
+    out of the log below ``--log-level trace``: the reloader's own lines say what happens.
     """
     import watchfiles
 
@@ -424,8 +491,12 @@ def run_with_reload(
         args += ["--config", str(worker.source)]
     if settings.max_live_objects:
         args += ["--max-live-objects", str(settings.max_live_objects)]
+    for env_file in env_files:
+        args += ["--env-file", str(env_file)]
     if settings.admin_token:  # through the environment: argv is visible to every local user
         os.environ["DOEMU_ADMIN_TOKEN"] = settings.admin_token
+    secrets = {p.resolve() for p in env_files}
+    watched = [d.resolve() for d in reload_dirs] or [worker.base_dir.resolve()]
 
     def source_change(change: watchfiles.Change, path: str) -> bool:
         p = Path(path).resolve()
@@ -433,20 +504,25 @@ def run_with_reload(
             return False
         if any(part in {".doemu", "__pycache__", ".git", ".venv"} for part in p.parts):
             return False
-        if p.name == ".dev.vars" or p.name.startswith(".dev.vars."):
+        if any(p.match(pattern) or fnmatch.fnmatch(str(p), pattern) for pattern in reload_excludes):
+            return False
+        if p.name == ".dev.vars" or p.name.startswith(".dev.vars.") or p in secrets:
             return True
         return p.suffix in {".py", ".toml", ".json", ".jsonc"}
 
-    _reload_log.info("watching %s for changes", display_path(worker.base_dir))
+    shown = ", ".join(display_path(d) for d in watched)
+    _reload_log.info("watching %s for changes (--no-reload turns this off)", shown)
     if temp is not None:
         _reload_log.info("--no-persist: state in %s, removed on exit", temp)
+    if settings.log_level != "trace":
+        logging.getLogger("watchfiles").setLevel(logging.ERROR)
     try:
         watchfiles.run_process(
-            worker.base_dir,
+            *watched,
             target=shlex.join(args),
             target_type="command",
             watch_filter=source_change,
-            callback=lambda changes: _reload_log.info("%d change(s); restarting", len(changes)),
+            callback=lambda changes: _reload_log.info("%s; restarting", _changed(changes)),
         )
     finally:
         if temp is not None:

@@ -53,6 +53,12 @@ _SET = internal_sql("INSERT OR REPLACE INTO _cf_METADATA (key, value) VALUES (?,
 _DELETE = internal_sql("DELETE FROM _cf_METADATA WHERE key = ?")
 
 
+#: workerd's text for a ``setAlarm`` argument that is neither a number nor a Date.
+SET_ALARM_NOT_A_DATE = (
+    "Failed to execute 'setAlarm' on 'DurableObjectStorage': parameter 1 is not of type 'date'."
+)
+
+
 def to_epoch_ms(when: Any) -> float:
     """``setAlarm``'s argument as milliseconds since the epoch (a naive datetime is UTC)."""
     if isinstance(when, _dt.datetime):
@@ -61,10 +67,10 @@ def to_epoch_ms(when: Any) -> float:
         return float(when.timestamp()) * 1000.0
     if isinstance(when, (int, float)) and not isinstance(when, bool):
         return float(when)
-    raise AlarmError(
-        "setAlarm() expects milliseconds since the epoch (int or float) or a datetime, "
-        f'got "{type(when).__name__}"'
-    )
+    get_time = getattr(when, "getTime", None)  # a JavaScript Date (js.Date.new(...))
+    if callable(get_time):
+        return float(get_time())
+    raise AlarmError(SET_ALARM_NOT_A_DATE)
 
 
 class AlarmStore:

@@ -21,9 +21,16 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from doemu.errors import SqlError
+from doemu.jsboundary import JsDict, is_strict
 from doemu.storage import messages
 
 __all__ = ["IteratorResult", "RawIterator", "SqlCursor", "SqlRow"]
+
+#: On Cloudflare the cursor is iterable (``for row in cursor``) but not an iterator.
+_NOT_AN_ITERATOR = (
+    "'SqlStorageCursor' object is not an iterator (doemu: on Cloudflare the cursor is iterable "
+    "but next(cursor) fails; use next(iter(cursor)), cursor.one() or cursor.next())"
+)
 
 T = TypeVar("T")
 
@@ -102,17 +109,26 @@ class SqlCursor:
     # -- iteration ------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[SqlRow]:
-        return self
+        return self if not is_strict() else self._rows()
+
+    def _rows(self) -> Iterator[SqlRow]:
+        while (row := self._next_row()) is not None:
+            yield row
 
     def __next__(self) -> SqlRow:
+        if is_strict():
+            raise TypeError(_NOT_AN_ITERATOR)
         row = self._next_row()
         if row is None:
             raise StopIteration
         return row
 
-    def next(self) -> IteratorResult[SqlRow]:
-        """JavaScript's ``cursor.next()``: ``IteratorResult(done, value)``."""
+    def next(self) -> Any:
+        """JavaScript's ``cursor.next()``: ``{done, value}`` (a ``JsDict``, as the SDK gives
+        it; an ``IteratorResult`` under ``--lenient``)."""
         row = self._next_row()
+        if is_strict():
+            return JsDict({"done": row is None, "value": row})
         return IteratorResult(True) if row is None else IteratorResult(False, row)
 
     def toArray(self) -> list[SqlRow]:

@@ -131,18 +131,19 @@ def _binding(index: int, value: Any) -> Any:
     )
 
 
-#: The largest integer a JavaScript number holds exactly; Pyodide turns larger ones into BigInts.
-MAX_SAFE_INTEGER = 2**53 - 1
+#: Pyodide passes an int whose magnitude reaches this to JavaScript as a BigInt (observed: 2**53-1
+#: itself already is one), which workerd's SQL bindings refuse.
+BIGINT_FROM = 2**53 - 1
 
 
 def _js_number(value: int) -> float:
     """A Python int as Pyodide hands it to workerd: a JavaScript number, which SQLite stores as
-    REAL (``typeof(?)`` is ``'real'``, ``? / 2`` divides exactly); beyond 2^53 - 1 it becomes a
+    REAL (``typeof(?)`` is ``'real'``, ``? / 2`` divides exactly); from 2**53 - 1 on it becomes a
     BigInt, which workerd refuses."""
-    if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+    if -BIGINT_FROM < value < BIGINT_FROM:
         return float(value)
     raise StorageTypeError(
-        "Cannot convert a BigInt value to a number (doemu: Python ints beyond 2**53 - 1 reach "
+        "Cannot convert a BigInt value to a number (doemu: Python ints from 2**53 - 1 on reach "
         "workerd as BigInts; bind them as str)"
     )
 
@@ -152,16 +153,25 @@ def _js_values(_cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> tuple[Any, ...]
     Pyodide gives as an ``int``; a BLOB is an ArrayBuffer Pyodide gives as a ``memoryview``."""
     for value in row:
         kind = type(value)
-        if (kind is float and value.is_integer()) or kind is bytes:
-            return tuple(
-                int(v)
-                if type(v) is float and v.is_integer()
-                else memoryview(v)
-                if type(v) is bytes
-                else v
-                for v in row
-            )
+        if (
+            (kind is float and value.is_integer())
+            or kind is bytes
+            or (kind is int and not -BIGINT_FROM < value < BIGINT_FROM)
+        ):
+            return tuple(_js_value(v) for v in row)
     return row
+
+
+def _js_value(value: Any) -> Any:
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is int:
+        # A JavaScript number past 2**53 has lost precision: Pyodide gives the float it holds.
+        return value if -BIGINT_FROM < value < BIGINT_FROM else float(value)
+    if kind is bytes:
+        return memoryview(value)
+    return value
 
 
 def _bindings(values: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -14,17 +14,26 @@ pytest-asyncio ending the loop) closes itself as the loop cancels its remaining 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..clock import ManualClock
 from ..config import Durability
+from ..config.bindings import (
+    D1DatabaseBinding,
+    KvNamespaceBinding,
+    R2BucketBinding,
+    ServiceBinding,
+    WorkerResources,
+)
 from ..control import RuntimeControl
 from ..runtime import ClassSpec, Env, Runtime
 from ..storage import StorageLimits
 from .chaos import ChaosRuntime, ChaosSettings, ChaosStats
+from .client import ASGIWebSocket
 
 __all__ = ["WorkerHarness"]
 
@@ -41,6 +50,12 @@ class WorkerHarness:
     ``chaos`` (a :class:`~doemu.testing.chaos.ChaosSettings`, which pytest's ``--doemu-chaos``
     passes) evicts every object after every event and may reset it at awaits, drawing from
     ``chaos_rng``; without it the runtime is a plain :class:`Runtime`.
+
+    The Worker's other bindings come from ``resources`` (a project's, with ``from_config``) or
+    from the shortcuts ``kv_namespaces=["CACHE"]``, ``d1_databases=["DB"]``,
+    ``r2_buckets=["FILES"]``, ``services={"AUTH": "Auth"}`` and ``crons=["*/5 * * * *"]``;
+    ``entry`` is the ``Default`` entrypoint (crons run its ``scheduled``) and ``entrypoints`` the
+    named ones services call. :meth:`run_scheduled` and :meth:`apply_d1_migrations` act on them.
     """
 
     def __init__(
@@ -59,6 +74,14 @@ class WorkerHarness:
         durability: Durability = "process",
         chaos: ChaosSettings | None = None,
         chaos_rng: random.Random | None = None,
+        resources: WorkerResources | None = None,
+        kv_namespaces: Sequence[str] = (),
+        d1_databases: Sequence[str] = (),
+        r2_buckets: Sequence[str] = (),
+        crons: Sequence[str] = (),
+        services: Mapping[str, str] | None = None,
+        entry: type | None = None,
+        entrypoints: Mapping[str, type] | None = None,
         lenient: bool = False,
     ) -> None:
         self.persist_dir = Path(persist_dir)
@@ -83,6 +106,22 @@ class WorkerHarness:
         #: What chaos did so far, over every runtime of this harness (restarts included).
         self.chaos_stats = ChaosStats()
         self._chaos_rng = chaos_rng or (chaos.rng_for(worker_name) if chaos else None)
+        #: KV, D1, R2… (a project's, or the ones named with ``kv_namespaces=`` etc.).
+        self.resources = _with_shortcuts(
+            resources or WorkerResources(),
+            kv=kv_namespaces,
+            d1=d1_databases,
+            r2=r2_buckets,
+            crons=crons,
+            services=tuple(
+                ServiceBinding(binding, worker_name, None if target == "Default" else target)
+                for binding, target in (services or {}).items()
+            ),
+        )
+        #: The Worker's entrypoint classes by name (``Default``: crons, ``SELF`` services…).
+        self.entrypoints = dict(entrypoints or {})
+        if entry is not None:
+            self.entrypoints["Default"] = entry
         self.runtime = self._new_runtime()
         self.control = RuntimeControl(self.runtime)
         #: The event loop that started the harness (None before :meth:`start`).
@@ -96,6 +135,7 @@ class WorkerHarness:
     @classmethod
     def from_config(cls, config: Path | str, **kwargs: Any) -> WorkerHarness:
         """A harness for a whole project: its wrangler config, main module, bindings and vars."""
+        from ..bindings import find_entrypoints
         from ..compat.boundary import set_strict
         from ..config import load_config
         from ..loader import load_worker
@@ -104,7 +144,9 @@ class WorkerHarness:
         set_strict(not kwargs.get("lenient", False))  # the import obeys the rules too
         loaded = load_worker(worker)
         kwargs.setdefault("vars", worker.vars)
-        return cls(
+        kwargs.setdefault("resources", worker.resources)
+        kwargs.setdefault("entrypoints", find_entrypoints(loaded.module))
+        harness = cls(
             {
                 b.name: ClassSpec(
                     loaded.classes[b.class_name].cls, loaded.classes[b.class_name].sql
@@ -115,6 +157,8 @@ class WorkerHarness:
             class_names={b.name: b.class_name for b in worker.bindings},
             **kwargs,
         )
+        harness.entry = loaded.entry
+        return harness
 
     def _new_runtime(self) -> Runtime:
         options: dict[str, Any] = {
@@ -129,6 +173,8 @@ class WorkerHarness:
             "limits": self._limits,
             "rng": self._rng,
             "durability": self.durability,
+            "resources": self.resources,
+            "entrypoints": self.entrypoints,
             "lenient": self.lenient,
         }
         if self.chaos is None:
@@ -208,6 +254,45 @@ class WorkerHarness:
     def is_live(self, binding: str, name: str) -> bool:
         return self.runtime.host(binding, name).live
 
+    # -- bindings --------------------------------------------------------------------------------
+    async def run_scheduled(
+        self, cron: str | None = None, scheduled_time: float | None = None
+    ) -> dict[str, Any]:
+        """Run the Worker's ``scheduled()`` handler now, as a cron trigger would, and wait for
+        it (and its ``waitUntil`` work); returns the outcome (``{"cron", "scheduledTime",
+        "outcome": "ok" | "exception", "error"?, "noRetry"}``). ``cron`` defaults to the first
+        ``[triggers] crons`` entry (else ``""``), ``scheduled_time`` to now on the clock."""
+        crons = self.runtime.extra.crons
+        assert crons is not None
+        if cron is None:
+            cron = crons.crons[0] if crons.crons else ""
+        outcome = await crons.run(cron, scheduled_time)
+        await self.control.settle()
+        return outcome
+
+    @property
+    def scheduled_runs(self) -> list[dict[str, Any]]:
+        """The outcomes of the cron runs so far (the latest 100), oldest first."""
+        crons = self.runtime.extra.crons
+        return [] if crons is None else list(crons.history)
+
+    async def apply_d1_migrations(self, database: str) -> list[str]:
+        """Apply the D1 database's pending migrations (its ``migrations_dir``) as ``doemu d1
+        migrations apply`` does; returns the file names applied. ``database`` is the binding,
+        the ``database_name`` or the ``database_id``."""
+        from ..bindings.d1.migrations import apply_migrations
+
+        for spec in self.resources.d1:
+            if spec.matches(database):
+                engine = self.runtime.extra.d1_engine(spec.binding)
+                applied = apply_migrations(engine, spec)
+                durable = engine.file.durable()
+                if durable is not None:
+                    await durable
+                return applied
+        known = ", ".join(b.binding for b in self.resources.d1) or "none"
+        raise KeyError(f"no D1 database {database!r} (D1 bindings: {known})")
+
     # -- time and events -------------------------------------------------------------------------
     async def advance(self, ms: float) -> None:
         """Move the manual clock forward by ``ms``, running everything due in time order.
@@ -235,6 +320,53 @@ class WorkerHarness:
     def reset(self, binding: str, name: str, reason: str | None = None) -> bool:
         """Abort in-flight work and drop the instance; False if it was not live."""
         return self.control.reset(binding, name, reason)
+
+    # -- HTTP and WebSocket, in process ----------------------------------------------------------
+    #: The project's ``Default`` entry worker (:meth:`from_config` sets it); ``None``: requests
+    #: go through the default router (``/<BINDING>/<name>/<path>``), as under ``doemu dev``.
+    entry: type | None = None
+
+    def app(self, entry: type | None = None) -> Any:
+        """doemu's ASGI app (what ``doemu dev`` serves) on this harness's current runtime."""
+        from ..server.app import DoemuApp
+
+        return DoemuApp(self.runtime, entry=entry if entry is not None else self.entry)
+
+    def client(self, entry: type | None = None, **kwargs: Any) -> Any:
+        """An ``httpx.AsyncClient`` to the Worker, in process (see :mod:`.client`): ``async
+        with h.client() as http: await http.post("/counter/alice")``. ``entry`` overrides
+        :attr:`entry`; other keywords go to ``httpx.AsyncClient``."""
+        import httpx
+
+        transport = httpx.ASGITransport(app=self.app(entry), client=("127.0.0.1", 50000))
+        kwargs.setdefault("base_url", "http://testserver")
+        return httpx.AsyncClient(transport=transport, **kwargs)
+
+    def websocket(self, path: str, entry: type | None = None, **kwargs: Any) -> ASGIWebSocket:
+        """A WebSocket to the Worker, in process: ``async with h.websocket("/ROOM/lobby") as
+        ws: await ws.send_text("hi"); await ws.receive_text()``. Keywords (``headers``,
+        ``subprotocols``, ``timeout``) go to :class:`~doemu.testing.client.ASGIWebSocket`."""
+        return ASGIWebSocket(self.app(entry), path, **kwargs)
+
+
+def _with_shortcuts(
+    resources: WorkerResources,
+    *,
+    kv: Sequence[str],
+    d1: Sequence[str],
+    r2: Sequence[str],
+    crons: Sequence[str],
+    services: Sequence[ServiceBinding],
+) -> WorkerResources:
+    """``resources`` plus the bindings named by the harness's shortcut keywords."""
+    return dataclasses.replace(
+        resources,
+        kv=(*resources.kv, *(KvNamespaceBinding(name) for name in kv)),
+        d1=(*resources.d1, *(D1DatabaseBinding(name) for name in d1)),
+        r2=(*resources.r2, *(R2BucketBinding(name) for name in r2)),
+        services=(*resources.services, *services),
+        crons=(*resources.crons, *crons),
+    )
 
 
 def _class_name(cls: type | ClassSpec) -> str:

@@ -2,15 +2,9 @@
 
 ``Default`` routes ``/obj/<name>/<op>`` to the object ``idFromName(name)``, as the JavaScript peer
 (bench/peer/worker.mjs) does; ``BenchDO`` implements the operations with its own SQL storage.
-
-Beyond the shared contract, ``POST /obj/<name>/stash?n=N&bytes=B&mode=turn|batch`` runs the
-statement an ``agents`` fiber stash issues, ``UPDATE cf_agents_runs SET snapshot=? WHERE id=?``,
-N times on this object and reports how long that took inside the object (bench/micro.py).
 """
 
-import asyncio
 import json
-import time
 from urllib.parse import parse_qs, unquote, urlparse
 
 from js import Date, WebSocketPair
@@ -95,44 +89,7 @@ class BenchDO(DurableObject):
             self.ctx.acceptWebSocket(server)  # hibernation API
             return Response(None, status=101, web_socket=client)
 
-        if op == "stash" and method == "POST":
-            return await self._stash(parse_qs(url.query))
-
         return _text("not found", 404)
-
-    async def _stash(self, query):
-        """N fiber stashes: one statement per turn (``turn``, each committed) or all in one."""
-        n = int(query.get("n", ["1000"])[0])
-        size = int(query.get("bytes", ["1024"])[0])
-        per_turn = query.get("mode", ["turn"])[0] == "turn"
-        sql = self.ctx.storage.sql
-        sql.exec(
-            "CREATE TABLE IF NOT EXISTS cf_agents_runs (id TEXT PRIMARY KEY, snapshot TEXT, "
-            "created_at INTEGER)"
-        )
-        sql.exec(
-            "INSERT OR IGNORE INTO cf_agents_runs (id, snapshot, created_at) VALUES (?, ?, ?)",
-            "run-1",
-            "{}",
-            int(Date.now()),
-        )
-        await asyncio.sleep(0)
-        snapshot = json.dumps({"step": 0, "pad": "x" * max(0, size - 24)})
-        t0 = time.perf_counter()
-        for _ in range(n):
-            sql.exec("UPDATE cf_agents_runs SET snapshot=? WHERE id=?", snapshot, "run-1")
-            if per_turn:
-                await asyncio.sleep(0)  # ends the turn: the stash is committed
-        elapsed = time.perf_counter() - t0
-        return _json(
-            {
-                "n": n,
-                "bytes": len(snapshot),
-                "mode": "turn" if per_turn else "batch",
-                "elapsed_s": elapsed,
-                "per_s": n / elapsed if elapsed > 0 else None,
-            }
-        )
 
     async def alarm(self, alarm_info=None):
         self.ctx.storage.sql.exec(

@@ -13,15 +13,28 @@ import http.client
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 from ...errors import DoemuError
 
-__all__ = ["AdminClient", "AdminUnavailable"]
+__all__ = ["AdminClient", "AdminRefused", "AdminUnavailable"]
 
 
 class AdminUnavailable(DoemuError):
     """No doemu server answers at the admin URL (the CLI then reads the persist dir)."""
+
+
+class AdminRefused(DoemuError):
+    """The server refused the call: the message is the server's own (``no such table: x``),
+    without the HTTP plumbing the CLI's user never asked about; ``status``, ``method`` and
+    ``path`` keep it for code that needs it."""
+
+    def __init__(self, message: str, *, status: int, method: str, path: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.method = method
+        self.path = path
 
 
 class AdminClient:
@@ -68,9 +81,11 @@ class AdminClient:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            raise DoemuError(
-                f"admin API {method} {path}: {exc.code} {_error_message(exc)}"
-            ) from None
+            message = _error_message(exc)
+            if message is None:  # not doemu's JSON refusal: a proxy, another server
+                message = f"the server at {self.base} answered {method} {path} with {exc.code} "
+                message += str(exc.reason)
+            raise AdminRefused(message, status=exc.code, method=method, path=path) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             # URLError: refused or unresolvable; HTTPException: something that does not speak
             # HTTP; OSError: reset or timed out mid-response.
@@ -86,16 +101,47 @@ class AdminClient:
     def get(self, path: str) -> Any:
         return self.call("GET", path)
 
+    def events(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``GET /events`` as ``(type, event)`` pairs, as the server sends them, until it stops.
+
+        The first pair is ``("connected", {})``, once the server has subscribed this stream:
+        nothing that happens after it can be missed. The stream has no deadline, connecting
+        included (it is quiet while nothing happens, and a read deadline would end it); failures
+        are reported as by :meth:`call`.
+        """
+        request = urllib.request.Request(self.base + "/events", method="GET")
+        if self.token:
+            request.add_header("authorization", f"Bearer {self.token}")
+        try:
+            response = urllib.request.urlopen(request, timeout=None)
+        except urllib.error.HTTPError as exc:
+            message = _error_message(exc) or f"{exc.code} {exc.reason}"
+            raise AdminRefused(message, status=exc.code, method="GET", path="/events") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            raise AdminUnavailable(f"no doemu server at {self.base}: {exc}") from None
+        with response:
+            yield "connected", {}  # the server subscribed before it sent the headers
+            kind, data = "message", ""
+            for raw in response:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    data += line[6:]
+                elif not line and data:
+                    yield kind, json.loads(data)
+                    kind, data = "message", ""
+
     def post(self, path: str, body: Any = None) -> Any:
         """POST with a JSON body (``{}`` when none is given: every POST route takes JSON)."""
         return self.call("POST", path, body if body is not None else {})
 
 
-def _error_message(exc: urllib.error.HTTPError) -> str:
-    """The server's ``{"error": ...}`` text, or the HTTP reason for a non-doemu answer."""
+def _error_message(exc: urllib.error.HTTPError) -> str | None:
+    """The server's ``{"error": ...}`` text; ``None`` for an answer that is not doemu's."""
     try:
         payload = json.loads(exc.read())
     except (ValueError, OSError):
-        return str(exc.reason)
+        return None
     message = payload.get("error") if isinstance(payload, dict) else None
-    return message if isinstance(message, str) else str(exc.reason)
+    return message if isinstance(message, str) else None

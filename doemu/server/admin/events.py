@@ -1,4 +1,5 @@
-"""``GET /__doemu/api/events``: lifecycle events as server-sent events.
+"""``GET /__doemu/api/events``: lifecycle events (and, while it runs, requests and log lines:
+see :mod:`.logfeed`) as server-sent events.
 
 Its own module because a stream has a lifecycle no other admin route has: it subscribes before the
 response starts, runs until the client leaves, and must notice a departure even while no event
@@ -15,6 +16,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ...events import EventBus, LifecycleEvent
 from ...inspection.readers import jsonable
+from .logfeed import LogFeed
 
 __all__ = ["EventStream"]
 
@@ -43,26 +45,40 @@ class EventStream:
             await send({"type": "http.response.body", "body": b""})
             return
         events = self.bus.subscribe()  # registered now: nothing after the headers can be missed
+        feed = LogFeed()  # requests and log lines, while this stream runs (see .logfeed)
         next_event: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
+        next_line: asyncio.Future[Any] = asyncio.ensure_future(feed.queue.get())
         gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(receive))
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            await send(_chunk(b": doemu lifecycle events\n\n"))
-            while True:
-                await asyncio.wait({next_event, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if gone.done():
-                    return
-                event: LifecycleEvent = next_event.result()
-                next_event = asyncio.ensure_future(anext(events))
-                data = json.dumps(jsonable(event))
-                await send(_chunk(f"event: {event['type']}\ndata: {data}\n\n".encode()))
+            with feed:
+                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                await send(_chunk(b": doemu lifecycle events\n\n"))
+                while True:
+                    await asyncio.wait(
+                        {next_event, next_line, gone}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if gone.done():
+                        return
+                    if next_event.done():
+                        event: LifecycleEvent = next_event.result()
+                        next_event = asyncio.ensure_future(anext(events))
+                        await send(_sse(event["type"], event))
+                    if next_line.done():
+                        kind, line = next_line.result()
+                        next_line = asyncio.ensure_future(feed.queue.get())
+                        await send(_sse(kind, {"type": kind, **line}))
         except OSError:
             return  # the client went away mid-send (ASGI 2.4 servers raise instead of ignoring)
         finally:
-            next_event.cancel()
-            gone.cancel()
-            await asyncio.gather(next_event, gone, return_exceptions=True)
+            for future in (next_event, next_line, gone):
+                future.cancel()
+            await asyncio.gather(next_event, next_line, gone, return_exceptions=True)
             events.close()
+
+
+def _sse(kind: str, event: dict[str, Any]) -> Message:
+    data = json.dumps(jsonable(event))
+    return _chunk(f"event: {kind}\ndata: {data}\n\n".encode())
 
 
 def _chunk(body: bytes) -> Message:

@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .access import AccessControl, _header, _same_origin, error_response
-from .inspector_page import SCRIPT, STYLE, TEMPLATE
+from .inspector_page import assemble
 
 __all__ = ["PAGE", "InspectorGate", "InspectorPage"]
 
@@ -50,8 +50,9 @@ class InspectorPage:
 
     @classmethod
     def build(cls) -> InspectorPage:
-        html = TEMPLATE.replace("/*STYLE*/", STYLE).replace("/*SCRIPT*/", SCRIPT)
-        return cls(html, _hash(SCRIPT), _hash(STYLE))
+        template, script, style = assemble()
+        html = template.replace("/*STYLE*/", style).replace("/*SCRIPT*/", script)
+        return cls(html, _hash(script), _hash(style))
 
     @property
     def headers(self) -> dict[str, str]:

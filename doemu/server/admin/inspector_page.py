@@ -1,25 +1,39 @@
-"""The inspector page's source: HTML, CSS and one vanilla script, as Python strings.
+"""The inspector page's source: HTML, CSS and vanilla script as Python strings, put together from
+the core page and its sections.
 
 Strings rather than package data so there is nothing to build, bundle or find at run time (and
 the page works offline: no CDN). Every value from the API is rendered with ``textContent`` and
 DOM nodes, never ``innerHTML``; :mod:`.inspector` serves it under a Content-Security-Policy that
 admits only this script and style, by hash.
 
-The script reaches the API only through ``fetch`` on its own origin: the JSON routes for data and
-actions, and ``GET /events`` read as a stream (not ``EventSource``, which cannot send the
-``Authorization`` header a token needs). Agent tables are read with read-only SQL; their names
-are the Agents SDK's (``cf_agents_state``, ``cf_agents_schedules``, ``cf_agents_runs``,
-``cf_agents_fibers``, ``cf_agents_run_recovery``, ``cf_ai_chat_agent_messages``).
+**Sections.** The core (:mod:`.inspector_script`) shows the namespaces and their objects, the
+pending alarms, one object (KV, SQL tables with paging, sorting and their schema, a query box)
+and the timeline. Anything else is a :class:`Section` in a module of its own, listed in
+:data:`SECTIONS`: its HTML goes into one of the page's slots, its style and script after the
+core's. A section's script uses the core's ``doemu`` object: ``doemu.api(method, path, body)``,
+``doemu.sql(object, query)``, ``doemu.el(tag, attrs, ...children)``, ``doemu.fill(table,
+columns, rows)``, ``doemu.time(ms)``, and the hooks ``doemu.onRefresh`` (called with the
+``/objects`` listing after every refresh) and ``doemu.onObject`` (called with the opened object
+and the set of its SQL table names). :mod:`.inspector_agents` (an agent's state, schedules,
+fibers and chat transcript) is one.
 """
 
 from __future__ import annotations
 
-__all__ = ["SCRIPT", "STYLE", "TEMPLATE"]
+from .inspector_agents import AGENT_SECTION
+from .inspector_script import CORE_SCRIPT
+from .inspector_section import Section
+
+__all__ = ["SECTIONS", "STYLE", "TEMPLATE", "Section", "assemble"]
+
+#: Every section of the page beyond the core, in order. Add one here to show something new.
+SECTIONS: tuple[Section, ...] = (AGENT_SECTION,)
 
 TEMPLATE = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>doemu inspector</title>
 <style>/*STYLE*/</style>
 </head>
@@ -36,41 +50,51 @@ TEMPLATE = """<!doctype html>
 </form>
 <p id="error" role="alert"></p>
 <main>
-  <section id="left">
-    <h2>Objects</h2>
-    <div id="namespaces"></div>
-    <h2>Pending alarms</h2>
-    <table id="alarms"></table>
-  </section>
-  <section id="object" hidden>
-    <h2 id="object-title"></h2>
-    <p id="object-meta"></p>
-    <p>
-      <button id="run-alarm" type="button">Run alarm now</button>
-      <button id="evict" type="button">Evict</button>
-      <button id="reset" type="button">Reset</button>
-      <button id="reload-object" type="button">Refresh object</button>
-    </p>
-    <section id="agent" hidden>
-      <h3>Agent</h3>
-      <h4>State</h4><pre id="agent-state"></pre>
-      <h4>Schedules</h4><table id="agent-schedules"></table>
-      <h4>Fibers</h4><table id="agent-fibers"></table>
-      <h4>Recovery</h4><table id="agent-recovery"></table>
-      <h4>Chat transcript</h4><ol id="transcript"></ol>
+  <div id="content">
+    <section id="overview">
+      <h2>Objects</h2>
+      <div id="namespaces"></div>
+      <h2>Pending alarms</h2>
+      <table id="alarms"></table>
+      <!--overview-->
     </section>
-    <h3>KV</h3><table id="kv"></table>
-    <h3>SQL tables</h3><div id="tables"></div>
-    <h3>Query</h3>
-    <textarea id="query" rows="3" cols="60">SELECT name FROM sqlite_master</textarea>
-    <label><input id="write" type="checkbox"> write (runs inside the object)</label>
-    <button id="run-query" type="button">Run query</button>
-    <table id="query-result"></table>
-  </section>
-  <section id="right">
-    <h2>Timeline</h2>
+    <section id="object" hidden>
+      <div class="object-head">
+        <h2 id="object-title"></h2>
+        <button id="close-object" type="button" title="Back to the list">Close</button>
+      </div>
+      <p id="object-meta"></p>
+      <p class="actions">
+        <button id="run-alarm" type="button">Run alarm now</button>
+        <button id="evict" type="button">Evict</button>
+        <button id="reset" type="button">Reset</button>
+        <button id="reload-object" type="button">Refresh object</button>
+      </p>
+      <!--object-->
+      <h3>KV <span id="kv-count" class="count"></span></h3>
+      <table id="kv"></table>
+      <p class="pager" id="kv-pager"></p>
+      <h3>SQL tables</h3>
+      <div id="tables"></div>
+      <h3>Query</h3>
+      <textarea id="query" rows="3">SELECT name FROM sqlite_master</textarea>
+      <p class="actions">
+        <label><input id="write" type="checkbox"> write (runs inside the object)</label>
+        <button id="run-query" type="button">Run query</button>
+      </p>
+      <p id="query-error" role="alert"></p>
+      <table id="query-result"></table>
+    </section>
+  </div>
+  <aside id="sidebar">
+    <div class="timeline-head">
+      <h2>Timeline</h2>
+      <label><input id="show-requests" type="checkbox" checked> requests</label>
+      <label><input id="show-logs" type="checkbox" checked> logs</label>
+    </div>
     <ol id="timeline" reversed></ol>
-  </section>
+    <!--sidebar-->
+  </aside>
 </main>
 <script>/*SCRIPT*/</script>
 </body>
@@ -78,317 +102,59 @@ TEMPLATE = """<!doctype html>
 """
 
 STYLE = """
-body { font: 13px system-ui, sans-serif; margin: 0; color: #222; }
-header { display: flex; gap: 1em; align-items: baseline; padding: .4em 1em; background: #eee; }
+* { box-sizing: border-box; }
+body { font: 13px/1.4 system-ui, sans-serif; margin: 0; color: #222; }
+header { display: flex; gap: 1.2em; align-items: baseline; padding: .5em 1em; background: #eee;
+  flex-wrap: wrap; }
 h1 { font-size: 1.2em; margin: 0; }
-main { display: grid; grid-template-columns: minmax(22em, 1fr) 2fr minmax(16em, 1fr);
-  gap: 1em; padding: 0 1em; }
-table { border-collapse: collapse; margin-bottom: .6em; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top;
-  max-width: 40em; overflow-wrap: anywhere; }
+h2 { font-size: 1.1em; margin: 1em 0 .4em; }
+h3 { font-size: 1em; margin: 1em 0 .3em; }
+h4 { display: inline-block; font-size: 1em; margin: .8em .6em .3em 0; }
+main { display: grid; grid-template-columns: minmax(0, 1fr) minmax(18rem, 26rem); gap: 1.2em;
+  padding: 0 1em 1em; align-items: start; }
+#content { min-width: 0; }
+#sidebar { position: sticky; top: 0; max-height: 100vh; overflow-y: auto; min-width: 0; }
+table { border-collapse: collapse; margin-bottom: .4em; width: 100%; }
+td, th { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; white-space: nowrap; font-weight: 600; }
+th.sortable { cursor: pointer; user-select: none; }
+th.sortable:hover { background: #e6e6e6; }
+td { max-width: 36em; overflow-wrap: anywhere; }
+td.id, td.nowrap { white-space: nowrap; }
+td.id { font-family: monospace; }
+td.empty { color: #777; font-style: italic; }
+button { white-space: nowrap; }
+.count { color: #666; font-weight: normal; font-size: .9em; }
+.pager { margin: 0 0 .6em; display: flex; gap: .6em; align-items: center; color: #555; }
+.pager:empty { display: none; }
+.actions { display: flex; gap: .6em; align-items: center; flex-wrap: wrap; }
+.object-head { display: flex; gap: 1em; align-items: baseline; }
+details.schema { margin: 0 0 .4em; }
+details.schema pre { margin: .3em 0; }
 .state-live { color: #070; font-weight: bold; }
 .state-evicted { color: #777; }
-#error { color: #b00; margin: .3em 1em; }
-#timeline { font-family: monospace; font-size: 12px; }
+#error, #query-error { color: #b00; margin: .3em 1em; white-space: pre-wrap; }
+#query-error { margin: .3em 0; }
+#query { width: 100%; font-family: monospace; }
+.timeline-head { display: flex; gap: .8em; align-items: baseline; }
+#timeline { font-family: monospace; font-size: 12px; padding-left: 2.2em; margin: 0; }
+#timeline li { padding: 1px 0; overflow-wrap: anywhere; }
+#timeline li.request { color: #345; }
+#timeline li.log { color: #555; }
+#timeline li.log.level-WARNING, #timeline li.log.level-ERROR,
+#timeline li.log.level-CRITICAL { color: #a40; }
+#timeline li.placeholder { color: #777; font-style: italic; list-style: none; }
 pre { background: #f6f6f6; padding: .4em; white-space: pre-wrap; }
+time { white-space: nowrap; }
 """
 
-SCRIPT = r"""
-"use strict";
-const API = location.pathname.replace(/\/+$/, "");
-const TOKEN_KEY = "doemu-admin-token";
-const $ = (id) => document.getElementById(id);
-let current = null;  // {binding, id, name}
-let objects = [];
 
-(function takeToken() {  // from #token= or ?token=, into sessionStorage, out of the address bar
-  const url = new URL(location.href);
-  const fromHash = new URLSearchParams(url.hash.slice(1)).get("token");
-  const token = fromHash || url.searchParams.get("token");
-  if (token) sessionStorage.setItem(TOKEN_KEY, token);
-  url.searchParams.delete("token");
-  history.replaceState(null, "", url.pathname + url.search);
-})();
-
-function headers(json) {
-  const h = {};
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) h.authorization = "Bearer " + token;
-  if (json) h["content-type"] = "application/json";
-  return h;
-}
-
-async function api(method, path, body) {
-  const response = await fetch(API + path, {
-    method, headers: headers(body !== undefined), cache: "no-store",
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (response.status === 401) needToken();
-  const data = await response.json().catch(() => null);
-  if (!response.ok) {
-    const message = (data && data.error) || response.status + " " + response.statusText;
-    throw new Error(message);
-  }
-  return data;
-}
-
-function needToken() {
-  $("token-form").hidden = false;
-  $("status").textContent = "this server needs its admin token";
-}
-
-function showError(error) { $("error").textContent = error ? String(error.message || error) : ""; }
-
-function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (key === "onclick") node.addEventListener("click", value);
-    else if (key === "className") node.className = value;
-    else node.setAttribute(key, value);
-  }
-  for (const child of children) {
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-function show(value) {
-  if (value === null || value === undefined) return "";
-  if (typeof value === "object" && value.$bytes !== undefined) return "bytes " + value.$bytes;
-  return typeof value === "object" ? JSON.stringify(value) : String(value);
-}
-
-function time(ms) { return ms === null || ms === undefined ? "" : new Date(ms).toISOString(); }
-
-function fill(table, columns, rows) {
-  table.replaceChildren(el("tr", {}, ...columns.map((c) => el("th", {}, c))));
-  for (const row of rows) table.append(el("tr", {}, ...row.map((v) => el("td", {}, show(v)))));
-  if (!rows.length) table.append(el("tr", {}, el("td", { colspan: columns.length }, "(none)")));
-}
-
-function short(id) { return id.slice(0, 12) + "…"; }
-
-function label(o) { return (o.name === null ? short(o.id) : o.name) + " (" + o.binding + ")"; }
-
-function action(text, run) {
-  return el("button", { type: "button", onclick: () => run().catch(showError) }, text);
-}
-
-async function refresh() {
-  const [health, spaces, listed] = await Promise.all([
-    api("GET", "/health"), api("GET", "/namespaces"), api("GET", "/objects"),
-  ]);
-  showError(null);
-  $("token-form").hidden = true;
-  $("status").textContent = health.worker + ": " + health.live_objects + " live, " +
-    health.pending_alarms + " pending alarms";
-  objects = listed;
-  const box = $("namespaces");
-  box.replaceChildren();
-  for (const ns of spaces) {
-    box.append(el("h3", {}, ns.binding + " → " + ns.class_name + " (" + ns.live + " live, " +
-      ns.stored + " stored)"));
-    const table = el("table", { "data-binding": ns.binding });
-    table.append(el("tr", {}, ...["name", "id", "state", "alarm", "sockets", "last activity", ""]
-      .map((c) => el("th", {}, c))));
-    for (const o of listed.filter((item) => item.binding === ns.binding)) {
-      table.append(el("tr", { className: "object", "data-id": o.id },
-        el("td", {}, o.name === null ? "" : o.name), el("td", { title: o.id }, short(o.id)),
-        el("td", { className: "state-" + o.state }, o.state), el("td", {}, time(o.alarm)),
-        el("td", {}, o.sockets), el("td", {}, time(o.last_activity)),
-        el("td", {}, action("Open", () => openObject(o)))));
-    }
-    box.append(table);
-  }
-  const alarms = $("alarms");
-  alarms.replaceChildren(el("tr", {}, ...["object", "due", ""].map((c) => el("th", {}, c))));
-  for (const o of listed.filter((item) => item.alarm !== null)) {
-    alarms.append(el("tr", { className: "alarm", "data-id": o.id }, el("td", {}, label(o)),
-      el("td", {}, time(o.alarm)), el("td", {}, action("Run now", () => runAlarm(o)))));
-  }
-  if (current) {
-    const fresh = listed.find((o) => o.id === current.id && o.binding === current.binding);
-    if (fresh) renderMeta(fresh);
-  }
-}
-
-function path(o) { return "/objects/" + encodeURIComponent(o.binding) + "/" + o.id; }
-
-async function sql(o, query, params) {
-  return api("POST", path(o) + "/sql", { query, params: params || [] });
-}
-
-function renderMeta(o) {
-  current = o;
-  $("object-title").textContent = label(o);
-  $("object-meta").textContent = "id " + o.id + " · " + o.state + " · alarm " +
-    (o.alarm === null ? "none" : time(o.alarm)) + " · " + o.sockets + " sockets";
-  $("run-alarm").disabled = o.alarm === null;
-}
-
-async function openObject(o) {
-  renderMeta(o);
-  $("object").hidden = false;
-  const kv = await api("GET", path(o) + "/kv");
-  fill($("kv"), ["key", "value"], kv.entries.map((e) => [e.key, e.value]));
-  const tables = $("tables");
-  tables.replaceChildren();
-  let names = [];
-  try {
-    const listed = await sql(o, "SELECT name FROM sqlite_master WHERE type = 'table' AND name " +
-      "NOT LIKE '\\_cf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY 1");
-    names = listed.rows.map((r) => r[0]);
-  } catch (error) {
-    tables.append(el("p", {}, String(error.message)));  // e.g. live, nothing written yet
-  }
-  for (const name of names) {
-    const result = await sql(o, 'SELECT * FROM "' + name.replace(/"/g, '""') + '" LIMIT 200');
-    const table = el("table", { "data-table": name });
-    fill(table, result.columns, result.rows);
-    tables.append(el("h4", {}, name), table);
-  }
-  await renderAgent(o, new Set(names));
-}
-
-async function renderAgent(o, names) {
-  const agent = ["cf_agents_state", "cf_agents_schedules", "cf_agents_runs",
-    "cf_ai_chat_agent_messages"].some((t) => names.has(t));
-  $("agent").hidden = !agent;
-  if (!agent) return;
-  const rows = async (table, query, target) => {
-    if (!names.has(table)) return fill(target, ["(no " + table + " table)"], []);
-    const result = await sql(o, query);
-    fill(target, result.columns, result.rows);
-  };
-  let state = "(no state)";
-  if (names.has("cf_agents_state")) {
-    const result = await sql(o, "SELECT state FROM cf_agents_state WHERE id = 'cf_state_row_id'");
-    if (result.rows.length) {
-      try { state = JSON.stringify(JSON.parse(result.rows[0][0]), null, 2); }
-      catch { state = String(result.rows[0][0]); }
-    }
-  }
-  $("agent-state").textContent = state;
-  await rows("cf_agents_schedules", "SELECT id, callback, type, time, cron, intervalSeconds, " +
-    "running, payload FROM cf_agents_schedules ORDER BY time", $("agent-schedules"));
-  if (names.has("cf_agents_fibers")) {
-    await rows("cf_agents_fibers", "SELECT fiber_id, name, status, error_message, created_at, " +
-      "completed_at FROM cf_agents_fibers ORDER BY created_at", $("agent-fibers"));
-  } else {
-    await rows("cf_agents_runs", "SELECT id, name, snapshot, created_at FROM cf_agents_runs " +
-      "ORDER BY created_at", $("agent-fibers"));
-  }
-  await rows("cf_agents_run_recovery", "SELECT * FROM cf_agents_run_recovery", $("agent-recovery"));
-  const transcript = $("transcript");
-  transcript.replaceChildren();
-  if (names.has("cf_ai_chat_agent_messages")) {
-    const result = await sql(o, "SELECT message FROM cf_ai_chat_agent_messages ORDER BY seq");
-    for (const [raw] of result.rows) {
-      let message;
-      try { message = JSON.parse(raw); } catch { message = { role: "?", parts: [] }; }
-      const parts = (message.parts || []).filter((p) => p.type !== "step-start");
-      const text = parts.map((p) => p.type === "text" ? p.text : "[" + p.type + "]");
-      transcript.append(el("li", { className: "message " + message.role },
-        message.role + ": " + text.join(" ")));
-    }
-  }
-}
-
-async function runAlarm(o) {
-  await api("POST", path(o) + "/alarm/run", {});
-  await refreshAll();
-}
-
-async function control(verb) {
-  const o = current;
-  if (!o || !confirm(verb + " " + label(o) + "?")) return;
-  await api("POST", path(o) + "/" + verb.toLowerCase(), {});
-  await refreshAll();
-}
-
-async function refreshAll() {
-  await refresh();
-  if (current && !$("object").hidden) await openObject(current);
-}
-
-let pending = null;
-function refreshSoon() {  // many events in a burst make one refresh
-  if (pending) return;
-  pending = setTimeout(() => { pending = null; refreshAll().catch(showError); }, 100);
-}
-
-function onEvent(block) {
-  let type = "message", data = "";
-  for (const line of block.split("\n")) {
-    if (line.startsWith("event: ")) type = line.slice(7);
-    else if (line.startsWith("data: ")) data += line.slice(6);
-  }
-  if (!data) return;
-  const event = JSON.parse(data);
-  const known = objects.find((o) => o.id === event.id);
-  const who = event.name || (known && known.name) || (event.id || "").slice(0, 12);
-  const extra = ["reason", "retryCount", "error"].filter((k) => event[k] !== undefined)
-    .map((k) => k + "=" + show(event[k])).join(" ");
-  const item = el("li", { className: "event", "data-type": type },
-    time(event.timestamp) + " " + type + " " + (event.binding || "") + " " + who + " " + extra);
-  const timeline = $("timeline");
-  timeline.prepend(item);
-  while (timeline.children.length > 500) timeline.lastChild.remove();
-  refreshSoon();
-}
-
-async function stream() {
-  for (;;) {
-    try {
-      const response = await fetch(API + "/events", { headers: headers(false), cache: "no-store" });
-      if (response.status === 401) { needToken(); return; }
-      if (!response.ok) throw new Error("events: " + response.status);
-      $("stream").textContent = "events: connected";
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value;
-        let end;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          onEvent(buffer.slice(0, end));
-          buffer = buffer.slice(end + 2);
-        }
-      }
-    } catch (error) {
-      showError(error);
-    }
-    $("stream").textContent = "events: disconnected, retrying";
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-  }
-}
-
-$("refresh").addEventListener("click", () => refreshAll().catch(showError));
-$("reload-object").addEventListener("click", () => refreshAll().catch(showError));
-$("run-alarm").addEventListener("click", () => current && runAlarm(current).catch(showError));
-$("evict").addEventListener("click", () => control("Evict").catch(showError));
-$("reset").addEventListener("click", () => control("Reset").catch(showError));
-$("run-query").addEventListener("click", async () => {
-  try {
-    const write = $("write").checked;
-    if (write && !confirm("Run this SQL inside " + label(current) + "?")) return;
-    const result = await api("POST", path(current) + "/sql", { query: $("query").value, write });
-    fill($("query-result"), result.columns, result.rows);
-    showError(null);
-  } catch (error) { showError(error); }
-});
-$("token-form").addEventListener("submit", (event) => {
-  event.preventDefault();
-  sessionStorage.setItem(TOKEN_KEY, $("token").value);
-  $("token").value = "";
-  refreshAll().catch(showError).then(startStream);
-});
-let streaming = false;
-function startStream() {
-  if (streaming) return;
-  streaming = true;
-  stream().finally(() => { streaming = false; });
-}
-refresh().catch(showError).then(startStream);
-"""
+def assemble(sections: tuple[Section, ...] = SECTIONS) -> tuple[str, str, str]:
+    """The page's HTML (style and script still as placeholders), script and style."""
+    html = TEMPLATE
+    for slot in ("overview", "object", "sidebar"):
+        parts = [s.html for s in sections if s.slot == slot]
+        html = html.replace(f"<!--{slot}-->", "\n".join(parts))
+    script = "\n".join([CORE_SCRIPT, *(s.script for s in sections if s.script)])
+    style = "\n".join([STYLE, *(s.style for s in sections if s.style)])
+    return html, script, style

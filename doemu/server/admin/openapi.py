@@ -44,6 +44,12 @@ _OBJECT_PARAMS = [
 ]
 
 
+_KEY_PARAMS = [
+    *_OBJECT_PARAMS,
+    {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}},
+]
+
+
 def _op(
     summary: str,
     ok: str,
@@ -105,6 +111,12 @@ OPENAPI: dict[str, Any] = {
                         "in": "query",
                         "schema": {"type": "integer", "minimum": 0, "default": 1000},
                     },
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "description": "Only keys after this one (paging)",
+                        "schema": {"type": "string"},
+                    },
                 ],
             )
         },
@@ -125,6 +137,25 @@ OPENAPI: dict[str, Any] = {
                     "required": ["query"],
                 },
             )
+        },
+        _OBJ + "/kv/{key}": {
+            "put": _op(
+                "Put one KV entry, as an event of the object (creates it)",
+                "Put",
+                params=_KEY_PARAMS,
+                body={
+                    "type": "object",
+                    "properties": {"value": {"description": "Any JSON value"}},
+                    "required": ["value"],
+                },
+                conflict=True,
+            ),
+            "delete": _op(
+                "Delete one KV entry, as an event of the object",
+                "Deleted",
+                params=_KEY_PARAMS,
+                conflict=True,
+            ),
         },
         _OBJ + "/alarm": {"get": _op("The object's pending alarm", "Alarm", params=_OBJECT_PARAMS)},
         _OBJ + "/alarm/run": {

@@ -12,12 +12,7 @@ never to the client).
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
-import logging
 import math
-import sqlite3
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -30,7 +25,7 @@ from starlette.routing import Route
 
 from ...clock import ManualClock
 from ...control import RuntimeControl
-from ...errors import DoemuError, HttpError, ObjectResetError, error_text
+from ...errors import HttpError
 from ...ids import DurableObjectId
 from ...inspection.objects import scan_namespace
 from ...inspection.readers import jsonable, read_kv, read_names, read_sql
@@ -38,82 +33,21 @@ from ...objects import Namespace
 from ...persist import object_file
 from ...runtime import Runtime
 from .access import AccessControl, error_response
+from .bindings import BINDING_PATHS, BindingRoutes
 from .events import EventStream
+from .handlers import endpoint, int_query, json_body, param, sql_body
 from .inspector import InspectorGate
 from .openapi import OPENAPI
 
 __all__ = ["AdminRoutes", "build_starlette"]
 
-_log = logging.getLogger("doemu.admin")
-
-_SQL_BODY = 'expected a JSON body like {"query": "SELECT 1", "params": [], "write": false}'
 _CLOCK_BODY = 'expected a JSON body like {"advance_ms": 1000}'
-
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-def _error_for(exc: Exception) -> Response:
-    """Map an exception raised by a route to its JSON refusal.
-
-    Bad input (ids, SQL, storage misuse) is the client's problem: 4xx with the runtime's own
-    message. A reset that raced the request is a conflict the client can retry. Anything else is a
-    bug or a failing user constructor: logged with its traceback, answered as a JSON 500.
-    """
-    if isinstance(exc, HttpError):
-        return error_response(exc.status, exc.message)
-    if isinstance(exc, ObjectResetError):
-        return error_response(409, f"the object was reset while the request ran: {exc.reason}")
-    if isinstance(exc, DoemuError | sqlite3.Error):  # bad ids, bad SQL, storage misuse
-        return error_response(400, error_text(exc))
-    _log.error("admin route failed", exc_info=exc)
-    return error_response(500, f"{type(exc).__name__}: {exc}")
+_KV_BODY = 'expected a JSON body like {"value": "any JSON value"}'
 
 
-def _endpoint(handler: Handler) -> Handler:
-    """Run ``handler`` so that no exception escapes as a traceback or a plain-text 500."""
-
-    @functools.wraps(handler)
-    async def run(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except Exception as exc:
-            return _error_for(exc)
-
-    return run
-
-
-def _param(request: Request, name: str) -> str:
-    """A path parameter, decoded (routing saw it percent-encoded; see the access control)."""
-    return unquote(str(request.path_params[name]))
-
-
-async def _json_body(request: Request, usage: str) -> dict[str, Any]:
-    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media_type != "application/json":
-        # Also what keeps a page of another site from posting here without a CORS preflight.
-        raise HttpError(
-            415, f"{usage}, sent with 'content-type: application/json' (got {media_type!r})"
-        )
-    try:
-        body = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
-        raise HttpError(400, f"{usage}; the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise HttpError(400, f"{usage}; got {type(body).__name__}")
-    return body
-
-
-def _int_query(request: Request, name: str, default: int) -> int:
-    text = request.query_params.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise HttpError(400, f"query parameter {name!r} must be an integer >= 0, got {text!r}")
-    return value
+def _ms(when: float | None) -> int | float | None:
+    """An alarm time as Cloudflare's ``getAlarm()`` gives it: whole milliseconds, an integer."""
+    return int(when) if when is not None and when == int(when) else when
 
 
 class AdminRoutes:
@@ -136,8 +70,8 @@ class AdminRoutes:
 
     def _address(self, request: Request) -> tuple[Namespace, DurableObjectId]:
         """The namespace and id a request names, without creating a host for it."""
-        ns = self._namespace(_param(request, "binding"))
-        return ns, ns.resolve(_param(request, "object"))
+        ns = self._namespace(param(request, "binding"))
+        return ns, ns.resolve(param(request, "object"))
 
     async def _existing(self, request: Request) -> tuple[Namespace, DurableObjectId]:
         """:meth:`_address`, refused with 404 if that object never existed (see
@@ -165,7 +99,7 @@ class AdminRoutes:
             return
         if await asyncio.to_thread(object_file(ns.kind.directory, hex_id).exists):
             return
-        address = _param(request, "object")
+        address = param(request, "object")
         named = hex_id if address.lower() == hex_id else f"{address!r} (id {hex_id})"
         raise HttpError(
             404, f"no object {named} in {ns.binding}: it was never created (no storage, not live)"
@@ -227,7 +161,7 @@ class AdminRoutes:
                         "id": found.id,
                         "name": found.name,
                         "state": "live" if host is not None and host.live else "evicted",
-                        "alarm": runtime.alarms.pending((ns.unique_key, found.id)),
+                        "alarm": _ms(runtime.alarms.pending((ns.unique_key, found.id))),
                         "sockets": len(host.sockets) if host is not None else 0,
                         "last_activity": host.last_activity if host is not None else None,
                     }
@@ -239,23 +173,39 @@ class AdminRoutes:
         rows = await read_kv(
             object_file(ns.kind.directory, str(object_id)),
             prefix=request.query_params.get("prefix", ""),
-            limit=_int_query(request, "limit", 1000),
+            limit=int_query(request, "limit", 1000),
+            after=request.query_params.get("after"),
         )
         name = await self._name_of(ns, object_id)
         return JSONResponse({"id": str(object_id), "name": name, "entries": rows})
 
+    async def object_kv_write(self, request: Request) -> Response:
+        """``PUT …/kv/{key}`` ``{"value": …}`` and ``DELETE …/kv/{key}``: an event of the object
+        (it is created, as a request would create it), through its own ``ctx.storage.kv``."""
+        ns, object_id = self._address(request)
+        key = param(request, "key")
+        value: Any = None
+        if request.method == "PUT":
+            body = await json_body(request, _KV_BODY)
+            if "value" not in body:
+                raise HttpError(400, f"{_KV_BODY}; 'value' is missing")
+            value = body["value"]
+        host = ns.host(object_id)
+
+        def run(_instance: Any) -> dict[str, Any]:
+            storage = host.storage
+            assert storage is not None  # the host activated the object for this event
+            if request.method == "PUT":
+                storage.kv.put(key, value)
+                return {"id": str(object_id), "key": key, "put": True}
+            return {"id": str(object_id), "key": key, "deleted": bool(storage.kv.delete(key))}
+
+        result: dict[str, Any] = await host.call("admin.kv", run)
+        return JSONResponse(result)
+
     async def object_sql(self, request: Request) -> Response:
         ns, object_id = self._address(request)
-        body = await _json_body(request, _SQL_BODY)
-        query = body.get("query")
-        params = body.get("params", [])
-        write = body.get("write", False)
-        if not isinstance(query, str):
-            raise HttpError(400, f"{_SQL_BODY}; 'query' must be a string")
-        if not isinstance(params, list):
-            raise HttpError(400, f"'params' must be a list, got {type(params).__name__}")
-        if not isinstance(write, bool):
-            raise HttpError(400, f"'write' must be true or false, got {json.dumps(write)}")
+        query, params, write = await sql_body(request)
         if write:  # an event of the object: creates it, as a request to it would
             return JSONResponse(await self._write_sql(ns, object_id, query, params))
         await self._require_existing(request, ns, object_id)
@@ -285,7 +235,7 @@ class AdminRoutes:
         ns, object_id = await self._existing(request)
         hex_id = str(object_id)
         pending = self.runtime.alarms.pending((ns.unique_key, hex_id))
-        return JSONResponse({"id": hex_id, "scheduled_time": pending})
+        return JSONResponse({"id": hex_id, "scheduled_time": _ms(pending)})
 
     # -- control -----------------------------------------------------------------------------------
     async def run_alarm(self, request: Request) -> Response:
@@ -320,7 +270,7 @@ class AdminRoutes:
         if request.method == "POST":
             if not isinstance(runtime.clock, ManualClock):
                 raise HttpError(409, "the clock is real; start with a manual clock to move time")
-            advance = (await _json_body(request, _CLOCK_BODY)).get("advance_ms")
+            advance = (await json_body(request, _CLOCK_BODY)).get("advance_ms")
             # bool is an int subclass, and json accepts NaN/Infinity: refuse all three.
             if isinstance(advance, bool) or not isinstance(advance, int | float):
                 raise HttpError(400, f"{_CLOCK_BODY}; 'advance_ms' must be a number")
@@ -330,25 +280,26 @@ class AdminRoutes:
         return JSONResponse({"now": runtime.clock.now(), "manual": runtime.clock.manual})
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(OPENAPI)
+        return JSONResponse({**OPENAPI, "paths": {**OPENAPI["paths"], **BINDING_PATHS}})
 
     def routes(self) -> list[Route]:
         obj = "/objects/{binding}/{object}"
         return [
-            Route("/health", _endpoint(self.health)),
-            Route("/namespaces", _endpoint(self.namespaces)),
-            Route("/objects", _endpoint(self.objects)),
-            Route(obj + "/kv", _endpoint(self.object_kv)),
-            Route(obj + "/sql", _endpoint(self.object_sql), methods=["POST"]),
-            Route(obj + "/alarm", _endpoint(self.object_alarm)),
-            Route(obj + "/alarm/run", _endpoint(self.run_alarm), methods=["POST"]),
-            Route(obj + "/evict", _endpoint(self.evict), methods=["POST"]),
-            Route(obj + "/reset", _endpoint(self.reset), methods=["POST"]),
-            Route("/evict-all", _endpoint(self.evict_all), methods=["POST"]),
-            Route("/reset-all", _endpoint(self.reset_all), methods=["POST"]),
-            Route("/clock", _endpoint(self.clock), methods=["GET", "POST"]),
+            Route("/health", endpoint(self.health)),
+            Route("/namespaces", endpoint(self.namespaces)),
+            Route("/objects", endpoint(self.objects)),
+            Route(obj + "/kv", endpoint(self.object_kv)),
+            Route(obj + "/kv/{key}", endpoint(self.object_kv_write), methods=["PUT", "DELETE"]),
+            Route(obj + "/sql", endpoint(self.object_sql), methods=["POST"]),
+            Route(obj + "/alarm", endpoint(self.object_alarm)),
+            Route(obj + "/alarm/run", endpoint(self.run_alarm), methods=["POST"]),
+            Route(obj + "/evict", endpoint(self.evict), methods=["POST"]),
+            Route(obj + "/reset", endpoint(self.reset), methods=["POST"]),
+            Route("/evict-all", endpoint(self.evict_all), methods=["POST"]),
+            Route("/reset-all", endpoint(self.reset_all), methods=["POST"]),
+            Route("/clock", endpoint(self.clock), methods=["GET", "POST"]),
             Route("/events", EventStream(self.runtime.events), methods=["GET"]),
-            Route("/openapi.json", _endpoint(self.openapi)),
+            Route("/openapi.json", endpoint(self.openapi)),
         ]
 
 
@@ -374,7 +325,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def build_starlette(runtime: Runtime, token: str | None) -> Starlette:
     """The admin API's routes, access control and JSON error handling as a Starlette app."""
     return Starlette(
-        routes=AdminRoutes(runtime).routes(),
+        routes=[*AdminRoutes(runtime).routes(), *BindingRoutes(runtime).routes()],
         # The inspector page first: with a token it is served without one (see .inspector).
         middleware=[
             Middleware(InspectorGate, token=token),

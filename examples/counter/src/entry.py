@@ -57,7 +57,7 @@ class Counter(DurableObject):
                 return Response.json({"stored": key})
             return Response.json({"key": key, "value": await self.ctx.storage.get(key)})
         if action == "alarm" and request.method == "POST":
-            in_ms = float(parse_qs(url.query).get("in_ms", ["1000"])[0])
+            in_ms = int(parse_qs(url.query).get("in_ms", ["1000"])[0])
             at = Date.now() + in_ms
             await self.ctx.storage.setAlarm(at)
             return Response.json({"alarm": at})

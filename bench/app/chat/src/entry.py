@@ -1,14 +1,17 @@
 """The chat rows' agent (bench/README.md): an ``AIChatAgent`` answering from an OpenAI-compatible
 provider, the same agent as the JavaScript peer's (bench/peer-chat/worker.src.mjs).
 
-``on_chat_message`` POSTs the transcript to ``{PROVIDER_URL}/chat/completions`` with
-``stream: true`` through ``workers.fetch`` and reads the server-sent events as they arrive; the
-text deltas become the reply through ``text_stream``, which emits exactly the chunks the AI SDK's
-``streamText(...).toUIMessageStream()`` does (start, start-step, text-start, one text-delta per
-delta, text-end, finish-step, finish). The JavaScript peer does the same with ``streamText`` and
-``@ai-sdk/openai-compatible``. A request body ``{"reply": "response"}`` returns the same chunks
-as an SSE ``Response`` (``ui_message_response``), the shape the JavaScript SDK returns, which the
-agent then reads back; the default is the async iterable (no SSE round trip), the Python idiom.
+``on_chat_message`` returns the reply two ways, chosen by the chat request's body:
+
+* by default, the agent a user writes: ``model_reply`` over ``OpenAIChatCompletions`` (the
+  adapter streams ``{OPENAI_BASE_URL}/chat/completions`` through ``workers.fetch``; the loop
+  records the model request in the operation ledger, keeps the turn's checkpoint and turns the
+  deltas into UI-message chunks). This is the judged row, the counterpart of the JavaScript
+  peer's ``streamText(...).toUIMessageStreamResponse()``.
+* ``{"path": "light"}``: a hand-written reader of the provider's server-sent events whose
+  ``delta.content`` strings go through ``text_stream`` (the chunks the AI SDK's
+  ``toUIMessageStream`` emits, with its ``txt-0`` text id) as an async iterable: no ledger, no
+  checkpoint, no SSE round trip. Shown beside the judged row as the lighter path, not judged.
 
 The client's cancel (the turn's abort event) cancels the body reader, so a stalled provider does
 not keep the turn alive.
@@ -22,7 +25,8 @@ import json
 from workers import Response, WorkerEntrypoint, fetch
 
 from agents import route_agent_request
-from agents.chat import AIChatAgent, text_stream, ui_message_response
+from agents.chat import AIChatAgent, text_stream
+from agents.providers import OpenAIChatCompletions, model_reply
 
 
 def _model_messages(messages):
@@ -81,7 +85,13 @@ async def _text_deltas(response, abort):
 
 class ChatBench(AIChatAgent):
     async def on_chat_message(self, on_finish, options):
-        url = str(self.env.PROVIDER_URL).rstrip("/") + "/chat/completions"
+        if (options.body or {}).get("path") == "light":
+            return await self._light_reply(options)
+        provider = OpenAIChatCompletions.from_env(self.env, model="fake")
+        return model_reply(self, options, provider)
+
+    async def _light_reply(self, options):
+        url = str(self.env.OPENAI_BASE_URL).rstrip("/") + "/chat/completions"
         payload = {"model": "fake", "stream": True, "messages": _model_messages(self.messages)}
         response = await fetch(
             url,
@@ -92,10 +102,7 @@ class ChatBench(AIChatAgent):
         if response.status != 200:
             raise RuntimeError(f"provider answered {response.status}")
         # "txt-0": the text part id @ai-sdk/openai-compatible gives, so frames are byte-identical
-        chunks = text_stream(_text_deltas(response, options.abort_signal), text_id="txt-0")
-        if (options.body or {}).get("reply") == "response":
-            return ui_message_response(chunks)
-        return chunks
+        return text_stream(_text_deltas(response, options.abort_signal), text_id="txt-0")
 
 
 class Default(WorkerEntrypoint):

@@ -33,3 +33,53 @@ async def test_the_worker_and_its_config(doemu_harness):
     worker = Default(None, h.env)
     response = await worker.fetch(Request("http://localhost/counter/carol", method="POST"))
     assert await response.json() == {"name": "carol", "value": 1}
+
+
+# {{with:kv}}
+
+
+async def test_the_cache(doemu_harness):
+    h = await doemu_harness(config=WRANGLER_TOML)  # env.CACHE is the KV namespace of wrangler.toml
+    worker = Default(None, h.env)
+    await worker.fetch(Request("http://localhost/cache/greeting", method="PUT", body="hi"))
+    response = await worker.fetch(Request("http://localhost/cache/greeting"))
+    assert await response.json() == {"key": "greeting", "value": "hi"}
+    await h.advance(3_600_000)  # an hour later the entry has expired
+    response = await worker.fetch(Request("http://localhost/cache/greeting"))
+    assert await response.json() == {"key": "greeting", "value": None}
+
+
+# {{end:kv}}
+# {{with:d1}}
+
+
+async def test_the_notes(doemu_harness):
+    h = await doemu_harness(config=WRANGLER_TOML)
+    assert await h.apply_d1_migrations("DB") == ["0001_create_notes.sql"]  # migrations/*.sql
+    worker = Default(None, h.env)
+    await worker.fetch(Request("http://localhost/notes", method="POST", body="buy milk"))
+    response = await worker.fetch(Request("http://localhost/notes"))
+    assert await response.json() == {"notes": [{"id": 1, "text": "buy milk"}]}
+
+
+# {{end:d1}}
+# {{with:r2}}
+
+
+async def test_the_files(doemu_harness):
+    h = await doemu_harness(config=WRANGLER_TOML)
+    worker = Default(None, h.env)
+    put = Request(
+        "http://localhost/files/hello.txt",
+        method="PUT",
+        body="hi",
+        headers={"content-type": "text/plain"},
+    )
+    await worker.fetch(put)
+    response = await worker.fetch(Request("http://localhost/files/hello.txt"))
+    assert await response.text() == "hi"
+    assert response.headers["content-type"] == "text/plain"
+    assert (await worker.fetch(Request("http://localhost/files/none"))).status == 404
+
+
+# {{end:r2}}

@@ -1,0 +1,227 @@
+"""The bindings of a Worker beyond Durable Objects, on doemu's SQLite-and-files engine.
+
+One folder per binding (``kv/``, …), each a small service with its own files under the persist
+directory (named by :mod:`doemu.persist`), honouring the durability level, and surfaced to user
+code exactly as Cloudflare's Python Workers API surfaces the JS binding (see
+:mod:`doemu.bindings.boundary`). :class:`WorkerBindings` is the set one runtime holds: built
+from the config's :class:`~doemu.config.bindings.WorkerResources`, it gives ``env`` its entries,
+opens each resource's file on first use (one store per resource, however many bindings name it)
+and closes them with the runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..config.bindings import WorkerResources
+from ..persist import d1_file, kv_file, r2_dir
+from ..storage.durability import SyncPool
+from .assets import AssetsBinding, AssetServer
+from .d1 import D1Database, D1Engine
+from .entry import EntryHost, ExecutionContext, find_entrypoints
+from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
+from .kv import KVNamespace, KvStore
+from .r2 import R2Bucket, R2Store
+from .scheduled import CronService, NoScheduledHandler, ScheduledController
+from .services import Fetcher, ServiceNotFound, resolve_service
+
+__all__ = [
+    "AssetServer",
+    "AssetsBinding",
+    "BindingError",
+    "BindingSyntaxError",
+    "BindingTypeError",
+    "CronService",
+    "D1Database",
+    "EntryHost",
+    "ExecutionContext",
+    "Fetcher",
+    "KVNamespace",
+    "NoScheduledHandler",
+    "R2Bucket",
+    "ScheduledController",
+    "ServiceError",
+    "ServiceNotFound",
+    "WorkerBindings",
+    "find_entrypoints",
+]
+
+
+class WorkerBindings:
+    """Every non-Durable-Object binding of one runtime (see the module docstring)."""
+
+    def __init__(
+        self,
+        resources: WorkerResources,
+        *,
+        persist_dir: Path,
+        clock: Clock,
+        sync_pool: SyncPool | None = None,
+        host: EntryHost | None = None,
+        entrypoints: Mapping[str, type] | None = None,
+        worker_name: str = "worker",
+    ) -> None:
+        self.resources = resources
+        #: The Worker's ``WorkerEntrypoint`` classes by name (``Default`` is the entry Worker).
+        self.entrypoints = dict(entrypoints or {})
+        self.persist_dir = persist_dir
+        self.clock = clock
+        self.sync_pool = sync_pool
+        self._kv_stores: dict[str, KvStore] = {}
+        self.kv: dict[str, KVNamespace] = {
+            b.binding: KVNamespace(b.binding, functools.partial(self.kv_store, b.binding))
+            for b in resources.kv
+        }
+        self._d1_engines: dict[str, D1Engine] = {}
+        self.d1: dict[str, D1Database] = {
+            b.binding: D1Database(b.binding, functools.partial(self.d1_engine, b.binding))
+            for b in resources.d1
+        }
+        self._r2_stores: dict[str, R2Store] = {}
+        self.r2: dict[str, R2Bucket] = {
+            b.binding: R2Bucket(b.binding, functools.partial(self.r2_store, b.binding))
+            for b in resources.r2
+        }
+        self.services: dict[str, Fetcher] = {}
+        if host is not None:
+            for spec in resources.services:
+                cls = resolve_service(spec, worker_name, self.entrypoints)
+                self.services[spec.binding] = Fetcher(spec, cls, host)
+        #: ``[assets]``: served before the Worker (see doemu.bindings.assets.server).
+        self.assets = AssetServer(resources.assets) if resources.assets is not None else None
+        self.crons: CronService | None = None
+        if host is not None:
+            self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
+        self._closed = False
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every binding as the admin API lists it: name, type, resource, file."""
+        out: list[dict[str, Any]] = [
+            {
+                "binding": b.binding,
+                "type": "kv",
+                "resource": b.resource,
+                "file": str(kv_file(self.persist_dir, b.resource)),
+            }
+            for b in self.resources.kv
+        ]
+        out += [
+            {
+                "binding": b.binding,
+                "type": "d1",
+                "resource": b.resource,
+                "file": str(d1_file(self.persist_dir, b.resource)),
+                "database_name": b.database_name,
+                "migrations_dir": str(b.migrations_dir),
+            }
+            for b in self.resources.d1
+        ]
+        out += [
+            {
+                "binding": b.binding,
+                "type": "r2",
+                "resource": b.resource,
+                "directory": str(r2_dir(self.persist_dir, b.resource)),
+            }
+            for b in self.resources.r2
+        ]
+        out += [
+            {
+                "binding": b.binding,
+                "type": "service",
+                "resource": b.service,
+                "target": (b.entrypoint or "Default") if b.local else f"Worker {b.service!r}",
+                "local": b.local,
+            }
+            for b in self.resources.services
+        ]
+        assets = self.resources.assets
+        if assets is not None:
+            out.append(
+                {
+                    "binding": assets.binding or "(no binding)",
+                    "type": "assets",
+                    "resource": assets.html_handling,
+                    "directory": str(assets.directory),
+                    "not_found_handling": assets.not_found_handling,
+                    "run_worker_first": assets.run_worker_first,
+                }
+            )
+        return out
+
+    def env_values(self) -> dict[str, Any]:
+        """What ``env`` gets: ``{binding name: binding object}``."""
+        values: dict[str, Any] = {**self.kv, **self.d1, **self.r2, **self.services}
+        if self.assets is not None and self.assets.config.binding:
+            values[self.assets.config.binding] = AssetsBinding(self.assets)
+        return values
+
+    # -- stores -------------------------------------------------------------------------------
+    def kv_store(self, binding: str) -> KvStore:
+        """The store behind the KV binding ``binding`` (opened on first use)."""
+        spec = _find(self.resources.kv, binding, "KV namespace")
+        store = self._kv_stores.get(spec.resource)
+        if store is None:
+            if self._closed:
+                raise BindingError(f"env.{binding}: the runtime is closed")
+            store = KvStore(kv_file(self.persist_dir, spec.resource), self.clock, self.sync_pool)
+            self._kv_stores[spec.resource] = store
+        return store
+
+    def d1_engine(self, binding: str) -> D1Engine:
+        """The engine behind the D1 binding ``binding`` (opened on first use)."""
+        spec = _find(self.resources.d1, binding, "D1 database")
+        engine = self._d1_engines.get(spec.resource)
+        if engine is None:
+            if self._closed:
+                raise BindingError(f"env.{binding}: the runtime is closed")
+            engine = D1Engine(d1_file(self.persist_dir, spec.resource), self.sync_pool)
+            self._d1_engines[spec.resource] = engine
+        return engine
+
+    def r2_store(self, binding: str) -> R2Store:
+        """The store behind the R2 binding ``binding`` (opened on first use)."""
+        spec = _find(self.resources.r2, binding, "R2 bucket")
+        store = self._r2_stores.get(spec.resource)
+        if store is None:
+            if self._closed:
+                raise BindingError(f"env.{binding}: the runtime is closed")
+            store = R2Store(r2_dir(self.persist_dir, spec.resource), self.clock, self.sync_pool)
+            self._r2_stores[spec.resource] = store
+        return store
+
+    def start(self) -> None:
+        """Arm the cron triggers (the runtime calls it once its alarms are released)."""
+        if self.crons is not None:
+            self.crons.start()
+
+    def stop(self) -> None:
+        """Disarm the timers (first step of closing)."""
+        if self.crons is not None:
+            self.crons.stop()
+
+    def close(self) -> None:
+        """Close every open file (the runtime has stopped every event before)."""
+        self.stop()
+        self._closed = True
+        for store in self._kv_stores.values():
+            store.close()
+        self._kv_stores.clear()
+        for engine in self._d1_engines.values():
+            engine.close()
+        self._d1_engines.clear()
+        for bucket in self._r2_stores.values():
+            bucket.close()
+        self._r2_stores.clear()
+
+
+def _find(specs: Any, binding: str, kind: str) -> Any:
+    for spec in specs:
+        if spec.binding == binding:
+            return spec
+    known = ", ".join(s.binding for s in specs) or "none"
+    raise BindingError(f"no {kind} binding {binding!r} (known: {known})")

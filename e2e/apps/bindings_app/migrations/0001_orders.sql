@@ -1,0 +1,3 @@
+-- Migration number: 0001
+CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT NOT NULL);
+CREATE TABLE lines (id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, item TEXT NOT NULL);

@@ -1,0 +1,1 @@
+"""The differential suite: the same client script against doemu dev and real workerd."""
