@@ -109,6 +109,8 @@ class AdminClient:
         included (it is quiet while nothing happens, and a read deadline would end it); failures
         are reported as by :meth:`call`.
         """
+        if self.base is None:
+            raise AdminUnavailable(self.absent)
         request = urllib.request.Request(self.base + "/events", method="GET")
         if self.token:
             request.add_header("authorization", f"Bearer {self.token}")
