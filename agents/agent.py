@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -98,7 +99,15 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
     async def _start(self) -> None:
         ensure_schema(self._core.sql, SCHEMA)
         await self._recovery.scan()
-        await self.on_start()
+        try:
+            started = self.on_start()  # a plain ``def on_start`` is fine, as in the TS SDK
+            if inspect.isawaitable(started):
+                await started
+        except Exception:
+            # The activation fails (every request to this instance answers an error until the
+            # next one); the reason must not be lost with it.
+            _log.exception("agent %s: on_start failed; the activation is abandoned", self.name)
+            raise
         self._core.started = True
         self._queue.resume()
         self._core.schedule_next_alarm()
@@ -108,11 +117,15 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
         """Framework hook: the activation has started (work a subclass resumes by itself)."""
 
     async def on_start(self) -> None:
-        """Called once per activation, before any other event, after fiber recovery."""
+        """Called once per activation, before any other event, after fiber recovery (may be a
+        plain ``def``)."""
 
     async def on_error(self, error: BaseException, context: Any = None) -> None:
         """Called when framework-run user code fails (schedules, queue, connections)."""
-        _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
+        if context is None:
+            _log.error("agent %s: %s", self.name, error, exc_info=error)
+        else:
+            _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
 
     def _emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
         """An event (the SDK's ``_emit``) to :attr:`observability`; ``None`` silences the agent."""
