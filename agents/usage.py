@@ -13,15 +13,16 @@ says the money total is a lower bound.
 A request cut off before the provider reported its usage was still billed. So an entry can be
 *partial* (``partial=True``): recorded the moment something is known — the input tokens a
 provider reports as the request starts (Anthropic's ``message_start``), the output counted as it
-streams — and updated in place (:meth:`UsageMixin.update_usage`) as more is known, until the
-provider's own report replaces it. A partial entry's tokens are a lower bound of what was
-billed, and :attr:`UsageTotals.partial_calls` says so for every total that includes one.
+streams — and updated in place (the Agent's ``update_usage``, :meth:`UsageLedger.update`) as
+more is known, until the provider's own report replaces it. A partial entry's tokens are a lower
+bound of what was billed, and :attr:`UsageTotals.partial_calls` says so for every total that
+includes one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -34,7 +35,6 @@ __all__ = [
     "UsageEntry",
     "UsageError",
     "UsageLedger",
-    "UsageMixin",
     "UsageTotals",
     "price_of",
 ]
@@ -176,38 +176,20 @@ _UPDATE = (
 
 
 class UsageLedger:
-    """One activation's side of ``cf_agents_usage``: the core it writes through (the Agent's
-    :class:`UsageMixin` methods read and write the table)."""
+    """Token and cost accounting, a feature the Agent owns: ``cf_agents_usage`` through the
+    core, priced with the agent's ``model_prices`` (read when a call is recorded, so a subclass's
+    prices apply). The Agent's ``record_usage``, ``update_usage``, ``usage`` and
+    ``usage_entries`` delegate here."""
 
-    __slots__ = ("core",)
+    __slots__ = ("_prices", "core")
     #: The tables this feature owns (the Agent ensures them at every activation).
     SCHEMA: ClassVar[tuple[str, ...]] = SCHEMA
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, prices: Callable[[], ModelPrices]) -> None:
         self.core = core
+        self._prices = prices
 
-
-def _where(turn: str | None, op_id: str | None) -> tuple[str, list[Any]]:
-    where, params = [], []
-    for column, value in (("turn", turn), ("op_id", op_id)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(str(value))
-    return (f" WHERE {' AND '.join(where)}" if where else ""), params
-
-
-class UsageMixin:
-    """The Agent's usage methods and the ``model_prices`` option; the Agent builds ``_usage``.
-
-    A mixin rather than more delegating methods on the façade, which has no room left."""
-
-    __slots__ = ()
-    _usage: UsageLedger
-    #: model → (USD per million input tokens, USD per million output tokens), e.g.
-    #: ``{"gpt-4o": (2.5, 10.0)}``; calls to other models are recorded unpriced.
-    model_prices: ClassVar[ModelPrices] = {}
-
-    def record_usage(
+    def record(
         self,
         *,
         provider: str,
@@ -222,23 +204,23 @@ class UsageMixin:
     ) -> UsageEntry:
         """Record one call's tokens (and cost: given, or from ``model_prices``) durably;
         ``partial``: what is known so far of a request still running or cut (see the module
-        docstring), to be completed with :meth:`update_usage`."""
+        docstring), to be completed with :meth:`update`."""
         _label("provider", provider)
         _label("model", model)
         _label("kind", kind)
         input_tokens = _token_count("input_tokens", input_tokens)
         output_tokens = _token_count("output_tokens", output_tokens)
         cost, priced = self._cost(model, input_tokens, output_tokens, cost)
-        core = self._usage.core
+        core = self.core
         at = int(core.now())
         turn = None if turn is None else str(turn)
         values = (at, turn, op_id, kind, provider, model, input_tokens, output_tokens, float(cost))
         rows = core.sql(_INSERT, *values, int(priced), int(bool(partial)))
         entry = UsageEntry(int(rows[0]["id"]), *values, priced, bool(partial))
-        self._usage_event("usage:recorded", entry)
+        self._event("usage:recorded", entry)
         return entry
 
-    def update_usage(
+    def update(
         self,
         entry_id: int,
         *,
@@ -252,7 +234,7 @@ class UsageMixin:
         One request stays one entry, so nothing is counted twice."""
         input_tokens = _token_count("input_tokens", input_tokens)
         output_tokens = _token_count("output_tokens", output_tokens)
-        core = self._usage.core
+        core = self.core
         found = core.sql("SELECT model FROM cf_agents_usage WHERE id = ?", entry_id)
         if not found:
             raise UsageError(f"no usage entry {entry_id!r}")
@@ -260,7 +242,7 @@ class UsageMixin:
         rows = core.sql(_UPDATE, input_tokens, output_tokens, float(cost), int(priced),
                         int(bool(partial)), entry_id)  # fmt: skip
         entry = _entry(rows[0])
-        self._usage_event("usage:updated", entry)
+        self._event("usage:updated", entry)
         return entry
 
     def _cost(
@@ -268,7 +250,7 @@ class UsageMixin:
     ) -> tuple[float, bool]:
         """The cost to record and whether it is priced (given, or from ``model_prices``)."""
         if cost is None:
-            computed = price_of(self.model_prices, model, input_tokens, output_tokens)
+            computed = price_of(self._prices(), model, input_tokens, output_tokens)
             return (0.0, False) if computed is None else (computed, True)
         if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
             raise UsageError(f"cost must be a finite number, got {cost!r}")
@@ -276,7 +258,7 @@ class UsageMixin:
             raise UsageError(f"cost must not be negative, got {cost}")
         return float(cost), True
 
-    def _usage_event(self, kind: str, entry: UsageEntry) -> None:
+    def _event(self, kind: str, entry: UsageEntry) -> None:
         payload = {
             "provider": entry.provider,
             "model": entry.model,
@@ -291,12 +273,12 @@ class UsageMixin:
         }
         if kind == "usage:updated":
             payload["id"] = entry.id
-        self._usage.core.emit(kind, payload)
+        self.core.emit(kind, payload)
 
-    def usage(self, turn: str | None = None, op_id: str | None = None) -> UsageTotals:
+    def totals(self, turn: str | None = None, op_id: str | None = None) -> UsageTotals:
         """Token and cost sums for ``turn`` and/or ``op_id``, or for the whole agent."""
         clause, params = _where(turn, op_id)
-        rows = self._usage.core.sql(
+        rows = self.core.sql(
             "SELECT model, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS "
             "output_tokens, SUM(cost) AS cost, COUNT(*) AS calls, SUM(1 - priced) AS unpriced, "
             "SUM(partial) AS partial "
@@ -327,16 +309,25 @@ class UsageMixin:
             by_model=by_model,
         )
 
-    def usage_entries(
+    def entries(
         self, turn: str | None = None, limit: int = 1000, op_id: str | None = None
     ) -> list[UsageEntry]:
         """Recorded calls (of ``turn`` and/or ``op_id`` when given), newest first."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"limit must be a positive integer, got {limit!r}")
         clause, params = _where(turn, op_id)
-        rows = self._usage.core.sql(
+        rows = self.core.sql(
             f"SELECT {_COLUMNS} FROM cf_agents_usage{clause} ORDER BY id DESC LIMIT ?",
             *params,
             limit,
         )
         return [_entry(row) for row in rows]
+
+
+def _where(turn: str | None, op_id: str | None) -> tuple[str, list[Any]]:
+    where, params = [], []
+    for column, value in (("turn", turn), ("op_id", op_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(str(value))
+    return (f" WHERE {' AND '.join(where)}" if where else ""), params
