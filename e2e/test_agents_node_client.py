@@ -71,7 +71,7 @@ def test_agent_client_from_npm_talks_to_a_python_agent(
         timeout=60,
     )
     assert run.returncode == 0, (
-        f"node client failed:\n{run.stderr}\n--- server ---\n{server.output()}"
+        f"node client failed:\n{run.stderr}\n--- server ---\n{server.output}"
     )
     result = json.loads(run.stdout.strip().splitlines()[-1])
 

@@ -25,7 +25,7 @@ def test_crons_on_a_real_server(dev_server: Any) -> None:
     4. SIGKILL, restart: no earlier run is replayed at start-up (the in-process tests move the
        clock across the downtime; here the new manual clock starts at the real time)."""
     server = dev_server(APP, "--clock", "manual")
-    out = server.output()
+    out = server.output
     assert "CACHE → kv e2e-cache" in out and "DB → d1 e2e-db-id" in out
     assert "crons:   * * * * * (scheduled;" in out
     with httpx.Client(base_url=server.url, timeout=10) as http:

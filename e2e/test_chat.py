@@ -85,11 +85,11 @@ def test_cloudflares_chat_client_against_a_python_chat_agent(
         text=True,
         timeout=60,
     )
-    assert done.returncode == 0, f"{done.stderr}\n{server.output()}"
+    assert done.returncode == 0, f"{done.stderr}\n{server.output}"
     report = json.loads(done.stdout)
     assert report["ok"] is True
     assert all(report["checks"].values()), report["checks"]
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output
 
 
 class Socket:
@@ -182,4 +182,4 @@ def test_a_reply_cut_by_sigkill_is_continued_after_the_restart(
 
     frames = asyncio.run(reconnect())
     assert {"type": "cf_agent_stream_resume_none", "reason": "idle", "probeId": "p"} in frames
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output

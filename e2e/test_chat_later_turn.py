@@ -29,7 +29,7 @@ from .test_chat_walkthrough import SUNNY, restart
 def server(dev_server: Callable[..., DevServer], chat_project: Path) -> Iterator[DevServer]:
     started = dev_server(chat_project, env=_pythonpath())
     yield started
-    assert "Traceback" not in started.output(), started.output()
+    assert "Traceback" not in started.output, started.output
 
 
 class Chat:

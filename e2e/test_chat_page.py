@@ -135,7 +135,7 @@ def server(dev_server: Callable[..., DevServer], chat_project: Path) -> Iterator
     """A real ``doemu dev`` on a copy of the example; no traceback may appear in its log."""
     started = dev_server(chat_project, env=_pythonpath())
     yield started
-    assert "Traceback" not in started.output(), started.output()
+    assert "Traceback" not in started.output, started.output
 
 
 @pytest.fixture

@@ -131,7 +131,7 @@ def test_a_turn_killed_before_its_first_chunk_is_retried(
         what="the retried turn's answer, with no request",
     )
     assert chat.sql("SELECT count(*) FROM cf_agents_runs") == [[0]]
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output
 
 
 def test_a_healthy_turn_killed_three_times_is_one_unbroken_reply(
@@ -163,7 +163,7 @@ def test_a_healthy_turn_killed_three_times_is_one_unbroken_reply(
     assert chat.kv("exhausted") is None
     eventually_sync(lambda: chat.alarm() is None, within=10, what="no alarm left")
     assert chat.sql("SELECT count(*) FROM cf_agents_runs") == [[0]]
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output
 
 
 def test_a_provider_that_stalls_every_time_is_given_up_within_budget(
@@ -204,4 +204,4 @@ def test_a_provider_that_stalls_every_time_is_given_up_within_budget(
     last = seen[-1]
     assert last["done"] is True and last["error"] is True and last["body"] == TERMINAL
     assert chat.kv("exhausted") == 1  # once, however often the chat wakes
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output

@@ -43,7 +43,7 @@ SUNNY = "It is sunny."
 def server(dev_server: Callable[..., DevServer], chat_project: Path) -> Iterator[DevServer]:
     started = dev_server(chat_project, env=_pythonpath())
     yield started
-    assert "Traceback" not in started.output(), started.output()
+    assert "Traceback" not in started.output, started.output
 
 
 def _readme() -> str:

@@ -154,9 +154,9 @@ def test_banner_and_a_graceful_stop_that_keeps_state(
     assert httpx.post(f"{server.url}/COUNTER/{name}/incr").json() == {"value": 1}
     assert server.proc is not None
     os.killpg(server.proc.pid, stop_signal)
-    assert server.proc.wait(timeout=15) == 0, server.output()
+    assert server.proc.wait(timeout=15) == 0, server.output
     assert not port_is_open(server.host, server.port)
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output
 
     server.start()
     assert httpx.get(f"{server.url}/COUNTER/{name}/value").json()["value"] == 1
@@ -178,7 +178,7 @@ def test_the_loop_setting_picks_the_event_loop(
     server = dev_server(counter_project, *args, env=env)
     assert f"  loop:    {loop}" in banner(server)
     assert httpx.post(f"{server.url}/COUNTER/{unique('loop')}/incr").json() == {"value": 1}
-    assert server.stop() == 0, server.output()
+    assert server.stop() == 0, server.output
 
 
 def test_no_persist_removes_its_temp_dir_on_a_graceful_stop(
@@ -196,7 +196,7 @@ def test_no_persist_removes_its_temp_dir_on_a_graceful_stop(
     eventually_sync(
         lambda: any((temp / UNIQUE_KEY).glob("*.sqlite")), within=15, what="the object's file"
     )
-    assert server.stop() == 0, server.output()
+    assert server.stop() == 0, server.output
     assert not temp.exists()
 
 
@@ -223,10 +223,10 @@ def test_reload_with_no_persist_keeps_state_across_reloads_and_stops_cleanly(
         what="the reloaded child to be ready",
     )
     assert httpx.get(f"{server.url}/COUNTER/{name}/value").json()["value"] == 1
-    assert server.lines.count("  loop:    asyncio") == 2, server.output()
+    assert server.lines.count("  loop:    asyncio") == 2, server.output
     durable = "  durable: process (commits survive a crash of doemu, not of the machine)"
-    assert server.lines.count(durable) == 2, server.output()
+    assert server.lines.count(durable) == 2, server.output
     assert temp.is_dir()
-    assert server.stop() == 0, server.output()
-    assert "Traceback" not in server.output(), server.output()
+    assert server.stop() == 0, server.output
+    assert "Traceback" not in server.output, server.output
     assert not temp.exists()

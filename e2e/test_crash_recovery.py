@@ -119,7 +119,7 @@ def test_alarm_set_before_sigkill_fires_after_restart_without_a_request(
 def _killed_by_its_crash_point(server: DevServer) -> None:
     assert server.proc is not None
     server.proc.wait(10)
-    assert server.proc.returncode == -9, server.output()
+    assert server.proc.returncode == -9, server.output
     server.env.pop("DOEMU_CRASH_AT")
 
 

@@ -118,15 +118,15 @@ def test_wranglers_spellings_ip_log_level_and_env_file(
     )
     answer = httpx.get(f"{server.url}/COUNTER/a/env/TOKEN").json()
     assert answer == {"value": "from-env-file"}
-    assert "var:     TOKEN = (hidden)" in server.output()
-    assert "from-env-file" not in server.output()
-    assert "doemu.http" not in server.output()  # warn: no request log
+    assert "var:     TOKEN = (hidden)" in server.output
+    assert "from-env-file" not in server.output
+    assert "doemu.http" not in server.output  # warn: no request log
 
 
 def test_log_level_none_prints_only_the_banner(dev_server: Any, counter_project: Path) -> None:
     server = dev_server(counter_project, "--log-level", "none")
     httpx.get(f"{server.url}/COUNTER/a/nope")
-    lines = server.output().splitlines()
+    lines = server.output.splitlines()
     assert not [line for line in lines if " INFO " in line or " WARN " in line], lines
 
 

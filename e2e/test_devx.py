@@ -58,7 +58,7 @@ def test_request_log_one_line_per_request_and_websocket(
         ws.recv(timeout=10)
     server.wait_for_line(REQUEST_LINE.format(method="GET", path="/COUNTER/log/ws", status=101))
     server.wait_for_line(r"doemu\.http: WS /COUNTER/log/ws closed after \d+\.\d s$")
-    assert "\x1b[" not in server.output()  # not a terminal: no colours
+    assert "\x1b[" not in server.output  # not a terminal: no colours
     assert server.stop() == 0
     server.wait_for_line(r"INFO  doemu: stopped: storage committed$")
 
@@ -69,7 +69,7 @@ def test_log_level_warning_silences_the_request_log(
     server = dev_server(counter_project, "--log-level", "warning")
     httpx.post(f"{server.url}/COUNTER/quiet/incr").raise_for_status()
     assert server.stop() == 0
-    assert not any("doemu.http" in line for line in server.lines), server.output()
+    assert not any("doemu.http" in line for line in server.lines), server.output
 
 
 def test_dev_vars_reach_the_worker_and_are_never_printed(
@@ -86,7 +86,7 @@ def test_dev_vars_reach_the_worker_and_are_never_printed(
     assert env("API_KEY") == "s3cret-d3v-value"
     assert env("GREETING") == "overridden"  # .dev.vars over [vars]
     assert env("MODE") == "ci:1"
-    banner = server.output()
+    banner = server.output
     assert "var:     API_KEY = (hidden)" in banner and "var:     MODE = 'ci:1'" in banner
     assert "s3cret-d3v-value" not in banner and "overridden" not in banner
 

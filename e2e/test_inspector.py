@@ -72,7 +72,7 @@ def server(dev_server: Callable[..., DevServer], counter_project: Path) -> Itera
     _app(started, "PUT", "/COUNTER/alpha/kv/colour", content=b"blue <b>&")
     _app(started, "POST", "/COUNTER/beta/alarm", params={"in_ms": "3600000"})
     yield started
-    assert "Traceback" not in started.output(), started.output()
+    assert "Traceback" not in started.output, started.output
 
 
 @pytest.fixture
@@ -217,7 +217,7 @@ def test_with_an_admin_token_the_page_asks_for_it_and_keeps_it_out_of_the_addres
         assert errors == [], errors
     finally:
         context.close()
-    assert TOKEN not in server.output()
+    assert TOKEN not in server.output
 
 
 def test_an_agents_state_fibers_and_chat_transcript_are_shown(
@@ -253,4 +253,4 @@ def test_an_agents_state_fibers_and_chat_transcript_are_shown(
         assert inspector.errors == [], inspector.errors
     finally:
         context.close()
-    assert "Traceback" not in server.output(), server.output()
+    assert "Traceback" not in server.output, server.output

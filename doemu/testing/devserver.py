@@ -35,7 +35,7 @@ from ..inspection.offline import find_object_file
 from ..inspection.readers import read_kv, read_sql
 from ..persist import namespace_dir, stored_ids
 
-__all__ = ["DevServer", "DevServerFactory", "port_is_open"]
+__all__ = ["READY", "DevServer", "DevServerFactory", "port_is_open"]
 
 T = TypeVar("T")
 
