@@ -29,6 +29,7 @@ from agents.providers import (
     ModelCall,
     OpenAIChatCompletions,
     OpenAIResponses,
+    ProviderHTTPError,
     TextDelta,
     Tool,
     model_reply,
@@ -239,9 +240,9 @@ class ResponsesRetry(ResponsesPath):
 async def test_a_retry_in_a_new_message_still_re_attaches_to_the_stored_response(
     doemu_harness: HarnessFactory, llm: FakeLLM
 ) -> None:
-    """Killed after the response was created but before any of its text reached storage: the
-    retry answers in a new message, yet from the same stored response (nothing generated or
-    billed twice)."""
+    """Killed once the response was asked for but before any of its text reached storage: the
+    retry answers in a new message, yet from the same response (nothing generated or billed
+    twice), since the cut request keeps its operation and so its idempotency key."""
     llm.script(Reply(Text("Hello ", "world"), hold_after=0))
     h, stub, a = await chat(doemu_harness, llm, ResponsesRetry)
     a.send(request("r1", "hi", "u1"))
@@ -261,5 +262,37 @@ async def test_a_retry_in_a_new_message_still_re_attaches_to_the_stored_response
     (_, reply) = await stored(stub)
     assert reply["id"] != orphan
     stats = llm.stats
-    assert (stats.requests["responses.create"], len(stats.generations)) == (1, 1)
-    assert stats.requests["responses.retrieve"] == 1
+    # One generation: re-attached by its stored id, or — when the kill came before that id was
+    # stored — created again under the cut request's idempotency key and collapsed upstream.
+    assert len(stats.generations) == 1
+    assert stats.requests["responses.create"] + stats.requests["responses.retrieve"] == 2
+
+
+class Masked(ModelPath):
+    """The README's recipe for not showing a provider's words: the refusal becomes an in-band
+    error chunk in the agent's own words (``streamText``'s default ``onError`` text)."""
+
+    async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
+        reply = model_reply(self, options, self.provider())
+
+        async def masked() -> Any:
+            try:
+                async for chunk in reply:
+                    yield chunk
+            except ProviderHTTPError:
+                yield {"type": "error", "errorText": "An error occurred."}
+
+        return masked()
+
+
+async def test_an_agent_can_word_a_refusal_itself(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    llm.script(Reply(fail=(401, "Incorrect API key provided: sk-...abcd")))
+    _, stub, a = await chat(doemu_harness, llm, Masked)
+    a.send(request("r1", "hi", "u1"))
+    await eventually(lambda: a.done("r1"), what="the turn's end")
+    (error,) = [f for f in a.of("cf_agent_use_chat_response") if f.get("error")]
+    assert error["body"] == "An error occurred."
+    assert a.done("r1")["outcome"] == "error"  # type: ignore[index]
+    assert [m["role"] for m in await stored(stub)] == ["user"]
