@@ -32,9 +32,9 @@ from agents.providers import (
     ProviderHTTPError,
     TextDelta,
     Tool,
+    items_from_messages,
     model_reply,
 )
-from agents.providers.transcript import items_from_messages, merge_texts
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from doemu.testing.plugin import HarnessFactory
 
@@ -50,14 +50,13 @@ async def lookup(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
 
 class ModelPath(AIChatAgent):
-    """``model_reply`` over the chat-completions adapter (the continuation prompt as the AI
-    SDK's: the partial, no instruction)."""
+    """``model_reply`` over the chat-completions adapter."""
 
     chat_recovery = ChatRecoveryConfig(max_attempts=3)
     tools: ClassVar[list[Tool]] = [Tool("lookup", "Look it up.", {"type": "object"}, lookup)]
 
     def provider(self) -> Any:
-        return OpenAIChatCompletions.from_env(self.env, model="m", prefill_instruction=None)
+        return OpenAIChatCompletions.from_env(self.env, model="m")
 
     async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
         return model_reply(self, options, self.provider(), tools=self.tools)
@@ -68,7 +67,7 @@ class StreamPath(ModelPath):
 
     async def on_chat_message(self, on_finish: Any, options: ChatMessageOptions) -> Any:
         provider = self.provider()
-        call = ModelCall(merge_texts(items_from_messages(self.messages)))
+        call = ModelCall(items_from_messages(self.messages))
 
         async def deltas() -> Any:
             async for event in provider.stream(call):

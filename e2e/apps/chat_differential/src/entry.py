@@ -9,19 +9,24 @@ OpenAI-compatible provider), written both ways the README documents:
 The ``Watched…`` twins add what the JavaScript ``WatchedChat`` sets: a 1 s stall watchdog and at
 most 3 recovery attempts. The provider's address and key come from ``.dev.vars``
 (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``), which the test writes. A continuation is asked with the
-AI SDK's prompt, ``[user, assistant partial]`` (``prefill_instruction=None``).
+AI SDK's prompt, ``[user, assistant partial]`` (the adapter's default).
 """
 
 from workers import Response, WorkerEntrypoint
 
 from agents import route_agent_request
 from agents.chat import AIChatAgent, ChatRecoveryConfig, text_stream, ui_message_response
-from agents.providers import ModelCall, OpenAIChatCompletions, TextDelta, model_reply
-from agents.providers.transcript import items_from_messages, merge_texts
+from agents.providers import (
+    ModelCall,
+    OpenAIChatCompletions,
+    TextDelta,
+    items_from_messages,
+    model_reply,
+)
 
 
 def _provider(env):
-    return OpenAIChatCompletions.from_env(env, model="fake-model", prefill_instruction=None)
+    return OpenAIChatCompletions.from_env(env, model="fake-model")
 
 
 class ModelChat(AIChatAgent):
@@ -32,7 +37,7 @@ class ModelChat(AIChatAgent):
 class StreamChat(AIChatAgent):
     async def on_chat_message(self, on_finish, options):
         provider = _provider(self.env)
-        call = ModelCall(merge_texts(items_from_messages(self.messages)))
+        call = ModelCall(items_from_messages(self.messages))
 
         async def deltas():
             async for event in provider.stream(call):
