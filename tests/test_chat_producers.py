@@ -46,11 +46,11 @@ Chunk = dict[str, Any]
 HELLO = [
     {"type": "start"},
     {"type": "start-step"},
-    {"type": "text-start", "id": "t0"},
-    {"type": "text-delta", "id": "t0", "delta": "Hello"},
-    {"type": "text-delta", "id": "t0", "delta": ", "},
-    {"type": "text-delta", "id": "t0", "delta": "world"},
-    {"type": "text-end", "id": "t0"},
+    {"type": "text-start", "id": "txt-0"},
+    {"type": "text-delta", "id": "txt-0", "delta": "Hello"},
+    {"type": "text-delta", "id": "txt-0", "delta": ", "},
+    {"type": "text-delta", "id": "txt-0", "delta": "world"},
+    {"type": "text-end", "id": "txt-0"},
     {"type": "finish-step"},
     {"type": "finish", "finishReason": "stop"},
 ]
@@ -87,6 +87,28 @@ async def test_text_stream_is_what_stream_text_emits() -> None:
     chunks = await collect(text_stream(["x"], message_id="m1", text_id="msg_1"))
     assert chunks[0] == {"type": "start", "messageId": "m1"}
     assert chunks[2] == {"type": "text-start", "id": "msg_1"}
+
+
+async def test_the_step_and_the_text_open_with_the_first_delta_as_in_stream_text() -> None:
+    """``streamText`` sends ``start`` at once but ``start-step`` only when the model's stream
+    has begun and ``text-start`` with its first text: a provider that refuses the request (or a
+    reply with no text) leaves no empty step and no empty text part (issue 28, item 7)."""
+
+    async def refused() -> AsyncIterator[str]:
+        raise ConnectionRefusedError("HTTP 429")
+        yield ""  # pragma: no cover
+
+    got: list[Chunk] = []
+    with pytest.raises(ConnectionRefusedError):
+        async for chunk in text_stream(refused()):
+            got.append(chunk)
+    assert got == [{"type": "start"}]
+    assert await collect(text_stream(["", ""])) == [
+        {"type": "start"},
+        {"type": "start-step"},
+        {"type": "finish-step"},
+        {"type": "finish", "finishReason": "stop"},
+    ]
 
 
 def test_tool_call_chunks() -> None:
@@ -145,7 +167,7 @@ async def test_response_headers_and_body() -> None:
         assert response.headers.get(name) == value
     events = await read_events(response.body)
     # One SSE event per read, byte for byte as JsonToSseTransformStream writes them.
-    assert events[3] == b'data: {"type":"text-delta","id":"t0","delta":"Hello"}\n\n'
+    assert events[3] == b'data: {"type":"text-delta","id":"txt-0","delta":"Hello"}\n\n'
     assert events[-1] == b"data: [DONE]\n\n"
     assert len(events) == len(HELLO) + 1
     assert decode(events) == HELLO
@@ -310,8 +332,9 @@ def no_wait() -> tuple[list[float], Any]:
 async def test_demo_model_scripts() -> None:
     slept, sleep = no_wait()
     model = demo_model(sleep=sleep)
-    assert await collect(model.stream([user("hi")])) == HELLO
-    assert await collect(model.stream([user("something else")])) == HELLO
+    hello = [{**c, "id": "t0"} if "id" in c else c for c in HELLO]  # the scripted model's ids
+    assert await collect(model.stream([user("hi")])) == hello
+    assert await collect(model.stream([user("something else")])) == hello
     tool = await collect(model.stream([user("tool")]))
     assert [dumps(c) for c in tool] == [
         '{"type":"start"}',

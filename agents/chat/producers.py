@@ -110,12 +110,22 @@ async def ui_message_stream(
     finish_reason: str = "stop",
 ) -> AsyncIterator[Chunk]:
     """``content`` as one single-step reply: ``start`` (with ``messageId`` when given),
-    ``start-step``, the content chunks, ``finish-step``, ``finish {finishReason}`` (§4.1)."""
+    ``start-step``, the content chunks, ``finish-step``, ``finish {finishReason}`` (§4.1).
+
+    ``start`` goes out at once; ``start-step`` just before the first content chunk (or at the
+    end when there is none), as ``streamText`` sends it once the model's stream has begun: a
+    model call refused before its first chunk (an HTTP 429 or 500) leaves only ``start``, and
+    the turn saves no empty step."""
     yield {"type": START} if message_id is None else {"type": START, "messageId": message_id}
-    yield {"type": START_STEP}
+    stepped = False
     async with aclosing(_each(content)) as items:
         async for chunk in items:
+            if not stepped:
+                stepped = True
+                yield {"type": START_STEP}
             yield chunk
+    if not stepped:
+        yield {"type": START_STEP}
     yield {"type": FINISH_STEP}
     yield {"type": FINISH, "finishReason": finish_reason}
 
@@ -123,26 +133,35 @@ async def ui_message_stream(
 async def _text_block(
     texts: Iterable[str] | AsyncIterable[str], text_id: str
 ) -> AsyncIterator[Chunk]:
-    yield {"type": TEXT_START, "id": text_id}
+    started = False
     async with aclosing(_each(texts)) as deltas:
         async for delta in deltas:
             if delta:  # streamText drops empty text deltas
+                if not started:  # the provider's text block opens with its first text
+                    started = True
+                    yield {"type": TEXT_START, "id": text_id}
                 yield {"type": TEXT_DELTA, "id": text_id, "delta": delta}
-    yield {"type": TEXT_END, "id": text_id}
+    if started:
+        yield {"type": TEXT_END, "id": text_id}
 
 
 def text_stream(
     texts: Iterable[str] | AsyncIterable[str],
     *,
     message_id: str | None = None,
-    text_id: str = "t0",
+    text_id: str = "txt-0",
 ) -> AsyncIterator[Chunk]:
     """A text reply, chunk for chunk what ``streamText().toUIMessageStream()`` emits (§4.1):
 
     ``{"type":"start"}`` (``messageId`` only when given), ``{"type":"start-step"}``,
-    ``{"type":"text-start","id":"t0"}``, a ``text-delta`` per non-empty string of ``texts``,
-    ``{"type":"text-end","id":"t0"}``, ``{"type":"finish-step"}``,
+    ``{"type":"text-start","id":"txt-0"}``, a ``text-delta`` per non-empty string of ``texts``,
+    ``{"type":"text-end","id":"txt-0"}``, ``{"type":"finish-step"}``,
     ``{"type":"finish","finishReason":"stop"}``.
+
+    ``txt-0`` is the text id the AI SDK's OpenAI-compatible and OpenAI chat providers give a
+    step's text. ``start-step`` and ``text-start`` wait for the first delta, as they do in
+    ``streamText``: if ``texts`` raises before it (the provider refused the request), the
+    client has seen only ``start``; a reply with no text has no text part.
     """
     return ui_message_stream(_text_block(texts, text_id), message_id=message_id)
 

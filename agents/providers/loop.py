@@ -26,10 +26,10 @@ the model again, until it answers without tools, a client tool needs the browser
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
+from ..chat.messages import new_assistant_id
 from ..chat.overflow import compact_transcript, resolve_context_overflow
 from .base import Finished, ModelCall, Provider, Started, TextDelta, ToolCallDone
 from .checkpoint import Plan, TurnCheckpoint, load_checkpoint, plan_turn
@@ -85,9 +85,7 @@ class _Reply:
         self.specs = [t.spec for t in tools]
         self.checkpoint = plan.checkpoint
         self.produced: list[Item] = []
-        self._text_ids = sum(  # new text ids continue after the partial's
-            1 for p in (plan.partial or {}).get("parts") or () if p.get("type") == "text"
-        )
+        self._text_ids = 0  # a step's text blocks: txt-0, txt-1… (the AI SDK's providers')
         self._open: tuple[str, str] | None = None  # (provider block, UI text id)
         #: Characters of text to drop: already in the partial being continued.
         self.skip = 0
@@ -102,6 +100,10 @@ class _Reply:
 
     def save(self) -> None:
         self.checkpoint.save(self.agent.ctx.storage.kv)
+
+    def start_step(self) -> Chunk:
+        self._text_ids = 0
+        return {"type": "start-step"}
 
     def close_text(self) -> list[Chunk]:
         if self._open is None:
@@ -121,7 +123,7 @@ class _Reply:
         out: list[Chunk] = []
         if self._open is None or self._open[0] != event.block:
             out += self.close_text()
-            ui = f"t{self._text_ids}"
+            ui = f"txt-{self._text_ids}"
             self._text_ids += 1
             self._open = (event.block, ui)
             out.append({"type": "text-start", "id": ui})
@@ -173,6 +175,30 @@ class _Reply:
         return {"type": "tool-output-error", "toolCallId": call_id, "errorText": str(value)}
 
 
+def _one_start_per_step(partial: Mapping[str, Any] | None, step: int) -> Mapping[str, Any] | None:
+    """The partial as the helpers below read it: one ``step-start`` per step of the loop. Every
+    model call opens with one (as ``streamText``'s do), so a resumed step holds one more for
+    each continuation. A ``step-start`` belongs to the step of the next tool call recorded after
+    it (its ``step`` metadata), or to ``step``, the cut one; only a step's first is kept."""
+    if not partial:
+        return partial
+    parts = list(partial.get("parts") or ())
+    owners, following = [], step
+    for part in reversed(parts):
+        found = _agents_meta(part, "callProviderMetadata").get("step")
+        following = found if isinstance(found, int) else following
+        owners.append(following)
+    seen: set[int] = set()
+    kept = []
+    for part, owner in zip(parts, reversed(owners), strict=True):
+        if part.get("type") == "step-start":
+            if owner in seen:
+                continue
+            seen.add(owner)
+        kept.append(part)
+    return {**partial, "parts": kept}
+
+
 def _unsettled(partial: Mapping[str, Any] | None) -> list[tuple[str, str, Mapping[str, Any], str]]:
     """Server tool calls of the partial persisted without a result (ledger-managed)."""
     found = []
@@ -216,7 +242,7 @@ async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
         return
     held, text, ids = _held(plan.partial, cp.step)
     if not held:
-        yield {"type": "start-step"}
+        yield reply.start_step()
     rest = str(output["text"])[len(text) :] if str(output["text"]).startswith(text) else ""
     if rest:
         for chunk in reply.text(TextDelta("restored", rest)):
@@ -267,11 +293,17 @@ async def model_reply(
     is asked before every step after the first: True ends the reply there (a soft interrupt,
     ``finishReason: "other"``), its finished steps kept."""
     messages = agent.messages
-    plan = plan_turn(load_checkpoint(agent.ctx.storage.kv), provider.name, messages,
-                     continuation=bool(options.continuation),
-                     new_id=f"msg_{secrets.token_hex(8)}")  # fmt: skip
+    saved = load_checkpoint(agent.ctx.storage.kv)
+    new_id = new_assistant_id(agent._core.now())  # the package's assistant_<ms>_<random>
+    plan = plan_turn(saved, provider.name, messages, continuation=bool(options.continuation),
+                     new_id=new_id)  # fmt: skip
+    plan = Plan(plan.checkpoint, _one_start_per_step(plan.partial, plan.checkpoint.step),
+                plan.resume_step)  # fmt: skip
     reply = _Reply(agent, provider, tools, plan)
     cp: TurnCheckpoint = reply.checkpoint
+    cut_message = cp.message_id  # the cut request's operation keeps its id (and key)
+    if plan.partial is None and cp is saved:
+        cp.message_id = new_id  # a retry answers in a new message, as the package's does
     overflow = resolve_context_overflow(getattr(agent, "context_overflow", None))
     yield {"type": "start", "messageId": cp.message_id}
     async for chunk in _restore(reply, plan):
@@ -315,11 +347,10 @@ async def model_reply(
         held, held_text, _ = (
             _held(plan.partial, cp.step) if first and plan.resume_step else (False, "", set())
         )
-        if not held:  # a resumed step whose start is stored goes on inside it
-            yield {"type": "start-step"}
-        request = {"model": provider.model, "message": cp.message_id, "step": cp.step,
+        op_message = cut_message if first and plan.resume_step else cp.message_id
+        request = {"model": provider.model, "message": op_message, "step": cp.step,
                    "request": cp.request}  # fmt: skip
-        op = agent.operation(f"llm:{provider.name}", request, turn=cp.message_id,
+        op = agent.operation(f"llm:{provider.name}", request, turn=op_message,
                              idempotent=provider.honours_idempotency)  # fmt: skip
         calls: list[ToolCallDone] = []
         finished: Finished | None = None
@@ -330,7 +361,11 @@ async def model_reply(
                              system, reply.specs, idempotency_key=op.id, resume=resume)  # fmt: skip
             meter = RequestMeter(agent, provider, cp.message_id, op.id)
             with meter:
+                stepped = False
                 async for event in provider.stream(call):
+                    if not stepped:  # as streamText: a step starts once the model answers,
+                        stepped = True  # and every call starts one (a resumed step's too)
+                        yield reply.start_step()
                     if isinstance(event, Started):
                         if event.handle and dict(event.handle) != cp.handle:
                             cp.handle, cp.cursor = dict(event.handle), None  # its own cursors
