@@ -7,8 +7,16 @@ this module: they see the agent through the protocols of :mod:`agents.core.host`
 * **Activation.** The constructor runs :meth:`Agent._start` inside ``blockConcurrencyWhile``: the
   schema is ensured, the fiber-recovery scan runs, then ``on_start()``, then queued work left by
   an eviction is resumed — all before any other event is delivered.
+* **``on_start(props)``.** An ``on_start`` that takes a parameter receives the ``props`` a
+  Worker passed to ``route_agent_request(..., props=...)`` (or ``get_agent_by_name``). Props
+  travel with the request, so such an ``on_start`` runs lazily, as the SDK's does: on the first
+  fetch, WebSocket event or alarm of the activation, under ``blockConcurrencyWhile``. An
+  ``on_start(self)`` without parameters keeps running at activation, before any event.
 * **One alarm for everything.** :meth:`alarm` asks the features for due work in turn (schedules,
   then fiber recovery), then re-arms for the earliest of their ``next_wakeup`` answers.
+* **Destroy.** :meth:`destroy` deletes every table, the alarm and all storage, then resets the
+  object. :meth:`schedule_destroy` writes a durable marker and lets the alarm do it; a teardown
+  cut short (a kill) is finished by the next activation, before anything else runs.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import datetime as _dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from workers import DurableObject, Response
 
@@ -28,12 +36,14 @@ from .core.schema import ensure_schema
 from .core.sql import query_rows
 from .core.state import StateSource, StateStore
 from .core.websockets import WebSockets
+from .current import agent_context
 from .fibers.ledger import FiberLedger, FiberRecord
 from .fibers.managed import ManagedFibers, ManagedFn, StatusFilter
 from .fibers.recovery import FiberRecovery
 from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
+from .lifecycle import Lifecycle
 from .observability import Observability, agent_event, generic_observability
 from .ops import OperationLedger, OperationsMixin
 from .options import AgentOptions
@@ -92,23 +102,67 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
         self._operations, self._usage = OperationLedger(core), UsageLedger(core)
         core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
+        self._lifecycle = Lifecycle(core, self.on_start, self._run_on_start)
         ctx.blockConcurrencyWhile(self._start)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def _start(self) -> None:
+        if await self._lifecycle.pending():  # a teardown was cut short: finish it first
+            _log.warning("agent %s: finishing an interrupted destroy()", self.name)
+            await self._destroy()
+            return
         ensure_schema(self._core.sql, SCHEMA)
-        await self._recovery.scan()
-        await self.on_start()
-        self._core.started = True
-        self._queue.resume()
-        self._core.schedule_next_alarm()
-        self._after_start()
+        with agent_context(self):
+            await self._recovery.scan()
+            if not self._lifecycle.lazy:
+                await self.on_start()
+                self._lifecycle.user_started = True
+            self._core.started = True
+            if not self._lifecycle.lazy:
+                self._queue.resume()
+            self._core.schedule_next_alarm()
+            self._after_start()
+
+    async def _run_on_start(self, props: Any) -> None:
+        """The lazy ``on_start(props)`` (see :mod:`agents.lifecycle`), then the queue's resume."""
+        with agent_context(self):
+            await cast(Any, self.on_start)(props)  # an override that takes props (takes_props)
+            self._queue.resume()
 
     def _after_start(self) -> None:
         """Framework hook: the activation has started (work a subclass resumes by itself)."""
 
     async def on_start(self) -> None:
-        """Called once per activation, before any other event, after fiber recovery."""
+        """Called once per activation, after fiber recovery, before the events it gates.
+
+        Override as ``async def on_start(self)`` to run at activation, before any event; or as
+        ``async def on_start(self, props)`` to receive the props a Worker routed with
+        (``route_agent_request(..., props=...)``; ``None`` when the waking event had none),
+        which runs on the activation's first fetch, WebSocket event or alarm."""
+
+    async def ensure_started(self, props: Any = None) -> None:
+        """Run a lazy ``on_start(props)`` now if it has not run in this activation (what
+        ``get_agent_by_name`` calls before native RPC, which carries no props by itself)."""
+        await self._lifecycle.ensure_started(props)
+
+    async def destroy(self) -> None:
+        """Delete this agent: every table, the alarm and all storage; then reset the object.
+
+        Durable from its first write: a durable marker is written before anything is deleted, so
+        a teardown cut short by a kill is finished by the next activation. The next event to this
+        name meets a brand-new agent."""
+        await self._destroy()
+
+    async def _destroy(self) -> None:
+        self._core.started = False  # nothing re-arms the alarm from here on
+        await self._lifecycle.tear_down()
+        self._emit("destroy")
+        self._lifecycle.reset_soon()
+
+    async def schedule_destroy(self) -> None:
+        """Condemn this agent now and destroy it from its alarm a second later (the SDK's
+        ``_cf_scheduleDestroy``): for a caller that must answer before the object goes away."""
+        await self._lifecycle.schedule()
 
     async def on_error(self, error: BaseException, context: Any = None) -> None:
         """Called when framework-run user code fails (schedules, queue, connections)."""
@@ -136,7 +190,14 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
 
         Re-armed only on success: a failing alarm is retried by the platform with back-off, which
         a ``setAlarm`` here would replace with one due "now" — a tight loop on a lasting error."""
-        await self._run_due(self._core.now())
+        if self._lifecycle.destroyed:
+            return
+        if await self._lifecycle.pending():  # schedule_destroy(): the teardown is due
+            await self._destroy()
+            return
+        with agent_context(self):
+            await self._lifecycle.ensure_started()
+            await self._run_due(self._core.now())
         self._core.schedule_next_alarm()
 
     async def _run_due(self, now: float) -> None:
@@ -171,16 +232,24 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
     # -- connections ----------------------------------------------------------------------------
     async def fetch(self, request: Any) -> Any:
         """A WebSocket upgrade becomes a connection; anything else goes to ``on_request``."""
-        return await self._websockets.fetch(request)
+        props, request = self._lifecycle.take_props(request)
+        with agent_context(self, request):
+            await self._lifecycle.ensure_started(props)
+            return await self._websockets.fetch(request)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
-        await self._websockets.message(ws, message)
+        with agent_context(self):
+            await self._lifecycle.ensure_started()
+            await self._websockets.message(ws, message)
 
     async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
-        await self._websockets.close(ws, code, reason, was_clean)
+        with agent_context(self):
+            await self._lifecycle.ensure_started()
+            await self._websockets.close(ws, code, reason, was_clean)
 
     async def webSocketError(self, ws: Any, error: Any) -> None:
-        await self._websockets.error(ws, error)
+        with agent_context(self):
+            await self._websockets.error(ws, error)
 
     async def on_request(self, request: Any) -> Any:
         """Handle a plain HTTP request to ``/agents/<class>/<name>``; the SDK answers 404."""
