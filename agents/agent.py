@@ -32,6 +32,7 @@ from workers import DurableObject, Response
 
 from .core.connections import Connection, ConnectionContext, ConnectionSet
 from .core.host import AgentCore
+from .core.protocol import dumps, mcp_servers_frame
 from .core.schema import ensure_schema
 from .core.sql import query_rows
 from .core.state import StateSource, StateStore
@@ -44,6 +45,8 @@ from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
 from .lifecycle import Lifecycle
+from .mcp.manager import SCHEMA as MCP_SCHEMA
+from .mcp.manager import McpClientManager
 from .observability import Observability, agent_event, generic_observability
 from .ops import OperationLedger, OperationsMixin
 from .options import AgentOptions
@@ -71,6 +74,7 @@ SCHEMA: tuple[str, ...] = (
     *FiberLedger.SCHEMA,
     *OperationLedger.SCHEMA,
     *UsageLedger.SCHEMA,
+    *MCP_SCHEMA,
 )
 
 
@@ -101,6 +105,8 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
         self._recovery = FiberRecovery(core, self, self._fiber_runs, fiber_ledger)
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
         self._operations, self._usage = OperationLedger(core), UsageLedger(core)
+        #: The MCP client (the SDK's ``this.mcp``): see :meth:`add_mcp_server`.
+        self.mcp = McpClientManager(core, self._broadcast_mcp)
         core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
         self._lifecycle = Lifecycle(core, self.on_start, self._run_on_start)
         ctx.blockConcurrencyWhile(self._start)
@@ -113,6 +119,7 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
             return
         ensure_schema(self._core.sql, SCHEMA)
         with agent_context(self):
+            self.mcp.restore()  # the SDK's order: MCP connections, then fibers, then on_start
             await self._recovery.scan()
             if not self._lifecycle.lazy:
                 await self.on_start()
@@ -156,6 +163,7 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
     async def _destroy(self) -> None:
         self._core.started = False  # nothing re-arms the alarm from here on
         await self._lifecycle.tear_down()
+        await self.mcp.close()
         self._emit("destroy")
         self._lifecycle.reset_soon()
 
@@ -183,6 +191,39 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Rows of ``query`` as plain dicts; every feature reads through here. Errors name it."""
         return query_rows(self.ctx.storage.sql, query, *params)
+
+    # -- MCP servers ----------------------------------------------------------------------------
+    async def add_mcp_server(
+        self,
+        name: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        """Connect to the MCP server at ``url`` (streamable HTTP) and keep it across restarts.
+
+        Answers ``{"id", "state"}`` (``"ready"``, or ``"failed"``: see ``get_mcp_servers()``
+        for why). ``headers`` go with every request (a bearer token); they are stored with the
+        server, as the SDK stores its transport options."""
+        return await self.mcp.add_server(name, url, headers=headers, server_id=id)
+
+    async def remove_mcp_server(self, id: str) -> bool:
+        """Disconnect and forget the server; False when there was none."""
+        return await self.mcp.remove_server(id)
+
+    def get_mcp_servers(self) -> dict[str, Any]:
+        """The SDK's ``MCPServersState``: ``servers`` by id, their ``tools``, prompts, resources."""
+        return self.mcp.state()
+
+    def _mcp_state(self) -> dict[str, Any] | None:
+        return self.mcp.state() if self.mcp.connections else None
+
+    def _broadcast_mcp(self, state: dict[str, Any]) -> None:
+        frame = dumps(mcp_servers_frame(state))
+        for connection in self.get_connections():
+            if connection.protocol_enabled:
+                connection._send_quiet(frame)
 
     # -- the single alarm -----------------------------------------------------------------------
     async def alarm(self, alarm_info: Any = None) -> None:
