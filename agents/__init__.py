@@ -28,6 +28,8 @@ from .core.portable import from_js as from_js
 from .core.portable import js_array as js_array
 from .core.portable import js_object as js_object
 from .core.portable import wait_until as wait_until
+from .current import AgentContext as AgentContext
+from .current import get_current_agent as get_current_agent
 from .errors import AgentsError as AgentsError
 from .errors import FiberAbortedError as FiberAbortedError
 from .errors import FiberConflictError as FiberConflictError
@@ -58,6 +60,8 @@ from .ops import operation_id as operation_id
 from .options import AgentOptions as AgentOptions
 from .options import RetryOptions as RetryOptions
 from .queue import QueueItem as QueueItem
+from .routing import AgentRoute as AgentRoute
+from .routing import get_agent_by_name as get_agent_by_name
 from .routing import route_agent_request as route_agent_request
 from .rpc import StreamingResponse as StreamingResponse
 from .rpc import callable as callable
@@ -68,7 +72,9 @@ from .usage import UsageTotals as UsageTotals
 
 __all__ = [
     "Agent",
+    "AgentContext",
     "AgentOptions",
+    "AgentRoute",
     "AgentsError",
     "Connection",
     "ConnectionContext",
@@ -106,6 +112,8 @@ __all__ = [
     "UsageTotals",
     "callable",
     "from_js",
+    "get_agent_by_name",
+    "get_current_agent",
     "js_array",
     "js_object",
     "operation_id",

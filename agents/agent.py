@@ -7,8 +7,16 @@ this module: they see the agent through the protocols of :mod:`agents.core.host`
 * **Activation.** The constructor runs :meth:`Agent._start` inside ``blockConcurrencyWhile``: the
   schema is ensured, the fiber-recovery scan runs, then ``on_start()``, then queued work left by
   an eviction is resumed — all before any other event is delivered.
+* **``on_start(props)``.** An ``on_start`` that takes a parameter receives the ``props`` a
+  Worker passed to ``route_agent_request(..., props=...)`` (or ``get_agent_by_name``). Props
+  travel with the request, so such an ``on_start`` runs lazily, as the SDK's does: on the first
+  fetch, WebSocket event or alarm of the activation, under ``blockConcurrencyWhile``. An
+  ``on_start(self)`` without parameters keeps running at activation, before any event.
 * **One alarm for everything.** :meth:`alarm` asks the features for due work in turn (schedules,
   then fiber recovery), then re-arms for the earliest of their ``next_wakeup`` answers.
+* **Destroy.** :meth:`destroy` deletes every table, the alarm and all storage, then resets the
+  object. :meth:`schedule_destroy` writes a durable marker and lets the alarm do it; a teardown
+  cut short (a kill) is finished by the next activation, before anything else runs.
 """
 
 from __future__ import annotations
@@ -19,22 +27,27 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from workers import DurableObject, Response
 
 from .core.connections import Connection, ConnectionContext, ConnectionSet
 from .core.host import AgentCore
+from .core.protocol import dumps, mcp_servers_frame
 from .core.schema import ensure_schema
 from .core.sql import query_rows
 from .core.state import StateSource, StateStore
 from .core.websockets import WebSockets
+from .current import agent_context
 from .fibers.ledger import FiberLedger, FiberRecord
 from .fibers.managed import ManagedFibers, ManagedFn, StatusFilter
 from .fibers.recovery import FiberRecovery
 from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
+from .lifecycle import Lifecycle
+from .mcp.manager import SCHEMA as MCP_SCHEMA
+from .mcp.manager import McpClientManager
 from .observability import Observability, agent_event, generic_observability
 from .ops import (
     Operation,
@@ -68,6 +81,7 @@ SCHEMA: tuple[str, ...] = (
     *FiberLedger.SCHEMA,
     *OperationLedger.SCHEMA,
     *UsageLedger.SCHEMA,
+    *MCP_SCHEMA,
 )
 
 
@@ -102,15 +116,36 @@ class Agent(DurableObject):
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
         self._operations = OperationLedger(core)
         self._usage = UsageLedger(core, lambda: self.model_prices)
+        #: The MCP client (the SDK's ``this.mcp``): see :meth:`add_mcp_server`.
+        self.mcp = McpClientManager(core, self._broadcast_mcp)
         core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
+        self._lifecycle = Lifecycle(core, self.on_start, self._run_on_start)
         ctx.blockConcurrencyWhile(self._start)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def _start(self) -> None:
+        if await self._lifecycle.pending():  # a teardown was cut short: finish it first
+            _log.warning("agent %s: finishing an interrupted destroy()", self.name)
+            await self._destroy()
+            return
         ensure_schema(self._core.sql, SCHEMA)
-        await self._recovery.scan()
+        with agent_context(self):
+            self.mcp.restore()  # the SDK's order: MCP connections, then fibers, then on_start
+            await self._recovery.scan()
+            if not self._lifecycle.lazy:
+                await self._call_on_start(())
+                self._lifecycle.user_started = True
+            self._core.started = True
+            if not self._lifecycle.lazy:
+                self._queue.resume()
+            self._core.schedule_next_alarm()
+            self._after_start()
+
+    async def _call_on_start(self, args: tuple[Any, ...]) -> None:
+        """``on_start(*args)``, sync or async (a plain ``def on_start`` is fine, as in the TS
+        SDK); a failure is logged with its traceback before it abandons the activation."""
         try:
-            started = self.on_start()  # a plain ``def on_start`` is fine, as in the TS SDK
+            started = cast(Any, self.on_start)(*args)
             if inspect.isawaitable(started):
                 await started
         except Exception:
@@ -118,17 +153,49 @@ class Agent(DurableObject):
             # next one); the reason must not be lost with it.
             _log.exception("agent %s: on_start failed; the activation is abandoned", self.name)
             raise
-        self._core.started = True
-        self._queue.resume()
-        self._core.schedule_next_alarm()
-        self._after_start()
+
+    async def _run_on_start(self, props: Any) -> None:
+        """The lazy ``on_start(props)`` (see :mod:`agents.lifecycle`), then the queue's resume."""
+        with agent_context(self):
+            await self._call_on_start((props,))  # an override that takes props (takes_props)
+            self._queue.resume()
 
     def _after_start(self) -> None:
         """Framework hook: the activation has started (work a subclass resumes by itself)."""
 
     async def on_start(self) -> None:
-        """Called once per activation, before any other event, after fiber recovery (may be a
-        plain ``def``)."""
+        """Called once per activation, after fiber recovery, before the events it gates (may be a
+        plain ``def``).
+
+        Override as ``async def on_start(self)`` to run at activation, before any event; or as
+        ``async def on_start(self, props)`` to receive the props a Worker routed with
+        (``route_agent_request(..., props=...)``; ``None`` when the waking event had none),
+        which runs on the activation's first fetch, WebSocket event or alarm."""
+
+    async def ensure_started(self, props: Any = None) -> None:
+        """Run a lazy ``on_start(props)`` now if it has not run in this activation (what
+        ``get_agent_by_name`` calls before native RPC, which carries no props by itself)."""
+        await self._lifecycle.ensure_started(props)
+
+    async def destroy(self) -> None:
+        """Delete this agent: every table, the alarm and all storage; then reset the object.
+
+        Durable from its first write: a durable marker is written before anything is deleted, so
+        a teardown cut short by a kill is finished by the next activation. The next event to this
+        name meets a brand-new agent."""
+        await self._destroy()
+
+    async def _destroy(self) -> None:
+        self._core.started = False  # nothing re-arms the alarm from here on
+        await self._lifecycle.tear_down()
+        await self.mcp.close()
+        self._emit("destroy")
+        self._lifecycle.reset_soon()
+
+    async def schedule_destroy(self) -> None:
+        """Condemn this agent now and destroy it from its alarm a second later (the SDK's
+        ``_cf_scheduleDestroy``): for a caller that must answer before the object goes away."""
+        await self._lifecycle.schedule()
 
     async def on_error(self, error: BaseException, context: Any = None) -> None:
         """Called when framework-run user code fails (schedules, queue, connections)."""
@@ -153,13 +220,53 @@ class Agent(DurableObject):
         """Rows of ``query`` as plain dicts; every feature reads through here. Errors name it."""
         return query_rows(self.ctx.storage.sql, query, *params)
 
+    # -- MCP servers ----------------------------------------------------------------------------
+    async def add_mcp_server(
+        self,
+        name: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        """Connect to the MCP server at ``url`` (streamable HTTP) and keep it across restarts.
+
+        Answers ``{"id", "state"}`` (``"ready"``, or ``"failed"``: see ``get_mcp_servers()``
+        for why). ``headers`` go with every request (a bearer token); they are stored with the
+        server, as the SDK stores its transport options."""
+        return await self.mcp.add_server(name, url, headers=headers, server_id=id)
+
+    async def remove_mcp_server(self, id: str) -> bool:
+        """Disconnect and forget the server; False when there was none."""
+        return await self.mcp.remove_server(id)
+
+    def get_mcp_servers(self) -> dict[str, Any]:
+        """The SDK's ``MCPServersState``: ``servers`` by id, their ``tools``, prompts, resources."""
+        return self.mcp.state()
+
+    def _mcp_state(self) -> dict[str, Any] | None:
+        return self.mcp.state() if self.mcp.connections else None
+
+    def _broadcast_mcp(self, state: dict[str, Any]) -> None:
+        frame = dumps(mcp_servers_frame(state))
+        for connection in self.get_connections():
+            if connection.protocol_enabled:
+                connection._send_quiet(frame)
+
     # -- the single alarm -----------------------------------------------------------------------
     async def alarm(self, alarm_info: Any = None) -> None:
         """Run everything that is due, then re-arm for the earliest pending wake-up.
 
         Re-armed only on success: a failing alarm is retried by the platform with back-off, which
         a ``setAlarm`` here would replace with one due "now" — a tight loop on a lasting error."""
-        await self._run_due(self._core.now())
+        if self._lifecycle.destroyed:
+            return
+        if await self._lifecycle.pending():  # schedule_destroy(): the teardown is due
+            await self._destroy()
+            return
+        with agent_context(self):
+            await self._lifecycle.ensure_started()
+            await self._run_due(self._core.now())
         self._core.schedule_next_alarm()
 
     async def _run_due(self, now: float) -> None:
@@ -194,16 +301,24 @@ class Agent(DurableObject):
     # -- connections ----------------------------------------------------------------------------
     async def fetch(self, request: Any) -> Any:
         """A WebSocket upgrade becomes a connection; anything else goes to ``on_request``."""
-        return await self._websockets.fetch(request)
+        props, request = self._lifecycle.take_props(request)
+        with agent_context(self, request):
+            await self._lifecycle.ensure_started(props)
+            return await self._websockets.fetch(request)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
-        await self._websockets.message(ws, message)
+        with agent_context(self):
+            await self._lifecycle.ensure_started()
+            await self._websockets.message(ws, message)
 
     async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
-        await self._websockets.close(ws, code, reason, was_clean)
+        with agent_context(self):
+            await self._lifecycle.ensure_started()
+            await self._websockets.close(ws, code, reason, was_clean)
 
     async def webSocketError(self, ws: Any, error: Any) -> None:
-        await self._websockets.error(ws, error)
+        with agent_context(self):
+            await self._websockets.error(ws, error)
 
     async def on_request(self, request: Any) -> Any:
         """Handle a plain HTTP request to ``/agents/<class>/<name>``; the SDK answers 404."""

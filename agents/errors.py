@@ -14,6 +14,9 @@ __all__ = [
     "FiberError",
     "FiberRecoveryExpiredError",
     "InvalidMessageError",
+    "McpError",
+    "McpProtocolError",
+    "McpToolError",
     "NotInFiberError",
     "QueueError",
     "RetryOptionsError",
@@ -91,3 +94,19 @@ class FiberRecoveryExpiredError(FiberError):
 
     Reported through ``on_error``; ``__cause__`` is the hook's last exception.
     """
+
+
+class McpError(AgentsError):
+    """An MCP server could not be reached or used; the message names the server and why."""
+
+
+class McpProtocolError(McpError):
+    """An MCP server answered a request with a JSON-RPC error (``code``, ``message``)."""
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class McpToolError(McpError):
+    """An MCP tool answered ``isError: true``; the message is the tool's own text."""

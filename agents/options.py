@@ -32,5 +32,8 @@ class AgentOptions:
     keep_alive_interval_ms: int = 30_000
     retry: RetryOptions = field(default_factory=RetryOptions)
     fiber_recovery_max_age_ms: int = 86_400_000
+    #: How many times a failing ``on_fiber_recovered`` is tried for one fiber before it is
+    #: dropped (reported through ``on_error``), whatever its age; 0: no bound but the age.
+    fiber_recovery_max_attempts: int = 20
     fiber_recovery_scan_deadline_ms: int = 10_000
     hung_schedule_timeout_seconds: int = 30

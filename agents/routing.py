@@ -14,27 +14,50 @@ also what clients compute from the class name (``AgentClient({agent: "MyAgent"})
 * Otherwise the request — an HTTP call or a WebSocket upgrade — is forwarded to the agent's stub
   and the agent's response is returned unchanged.
 
+Options, as the SDK's ``AgentRouteOptions``: ``on_before_connect(request, route)`` (WebSocket
+upgrades) and ``on_before_request(request, route)`` (everything else) may return a ``Response``
+(answered at once, the agent never woken: authentication), a ``Request`` (forwarded instead), or
+``None`` (forwarded as is); ``route`` is an :class:`AgentRoute` (binding name, instance name).
+``props`` reach the agent's ``on_start(props)`` (:mod:`agents.lifecycle`). ``cors`` adds CORS
+headers to HTTP answers without reading their bodies, so a streamed answer (SSE) stays streamed.
+
 The class name itself cannot be matched portably: on Cloudflare a namespace binding does not
 reveal which class it serves.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from workers import Response
+from workers import Request, Response
 
 from .core.protocol import camel_case_to_kebab_case
+from .lifecycle import PROPS_HEADER, encode_props
 
 __all__ = [
+    "AgentRoute",
+    "BeforeHook",
     "agent_namespaces",
     "binding_name_candidates",
     "find_agent_namespace",
+    "get_agent_by_name",
     "route_agent_request",
 ]
+
+
+class AgentRoute(NamedTuple):
+    """What a routing hook learns: the binding that matched and the instance name."""
+
+    class_name: str
+    name: str
+
+
+#: ``on_before_connect`` / ``on_before_request``: a Response, a Request, or None (sync or async).
+BeforeHook = Callable[[Any, AgentRoute], "Awaitable[Any] | Any"]
 
 _log = logging.getLogger("agents.routing")
 
@@ -111,11 +134,15 @@ async def route_agent_request(
     *,
     prefix: str = "agents",
     cors: bool | Mapping[str, str] = False,
+    props: Any = None,
+    on_before_connect: BeforeHook | None = None,
+    on_before_request: BeforeHook | None = None,
 ) -> Any | None:
     """Forward ``request`` to the agent its path names; ``None`` when it names none.
 
     ``cors=True`` adds the SDK's permissive CORS headers to HTTP answers (and answers
-    ``OPTIONS`` preflights itself); a mapping supplies explicit headers instead.
+    ``OPTIONS`` preflights itself); a mapping supplies explicit headers instead. ``props`` go
+    to the agent's ``on_start(props)``; the two hooks are described in the module docstring.
     """
     prefix_parts = [p for p in prefix.split("/") if p]
     parts = [p for p in urlsplit(str(request.url)).path.split("/") if p]
@@ -138,18 +165,44 @@ async def route_agent_request(
     cors_headers = _cors_headers(cors)
     if cors_headers and str(request.method).upper() == "OPTIONS":
         return Response(None, headers=cors_headers)
-    _binding, namespace = bound
+    binding, namespace = bound
+    route = AgentRoute(binding, name)
+    hook = on_before_connect if is_websocket else on_before_request
+    if hook is not None:
+        answer = hook(request, route)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, Request):
+            request = answer
+        elif answer is not None:  # a Response: answered here, the agent is never woken
+            return answer if is_websocket else _with_cors(answer, cors_headers)
+    if props is not None:
+        headers = request.headers  # a copy on Cloudflare: a new request carries it
+        headers[PROPS_HEADER] = encode_props(props)
+        request = Request(request, headers=headers)
     stub = namespace.get(namespace.idFromName(name))
     response = await stub.fetch(request)
-    if cors_headers and not is_websocket:
-        headers = response.headers  # a copy on Cloudflare: rebuild the response with it
-        for key, value in cors_headers.items():
-            headers[key] = value
-        body = await response.bytes()
-        return Response(
-            body or None, status=response.status, status_text=response.status_text, headers=headers
-        )
-    return response
+    return response if is_websocket else _with_cors(response, cors_headers)
+
+
+async def get_agent_by_name(namespace: Any, name: str, *, props: Any = None) -> Any:
+    """The stub of agent ``name``, its ``on_start(props)`` run first (the SDK's
+    ``getAgentByName``): native RPC carries no props, so they are handed over here."""
+    stub = namespace.get(namespace.idFromName(name))
+    await stub.ensure_started(props)
+    return stub
+
+
+def _with_cors(response: Any, cors_headers: dict[str, str] | None) -> Any:
+    """``response`` with the CORS headers added; its body is passed on, never read."""
+    if not cors_headers:
+        return response
+    headers = response.headers  # a copy on Cloudflare: rebuild the response with it
+    for key, value in cors_headers.items():
+        headers[key] = value
+    return Response(
+        response.body, status=response.status, status_text=response.status_text, headers=headers
+    )
 
 
 def _cors_headers(cors: bool | Mapping[str, str]) -> dict[str, str] | None:

@@ -82,12 +82,13 @@ def state_error_frame(error: str) -> dict[str, Any]:
     return {"type": CF_AGENT_STATE_ERROR, "error": error}
 
 
-def mcp_servers_frame() -> dict[str, Any]:
-    """The MCP-servers frame of an agent with no MCP servers (what the SDK sends on connect)."""
+def mcp_servers_frame(mcp: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The MCP-servers frame (``mcp``: the SDK's ``MCPServersState``; none: no servers)."""
     return {
-        "mcp": {"prompts": [], "resources": [], "servers": {}, "tools": []},
+        "mcp": mcp if mcp is not None else {"prompts": [], "resources": [], "servers": {},
+                                            "tools": []},
         "type": CF_AGENT_MCP_SERVERS,
-    }
+    }  # fmt: skip
 
 
 def rpc_result_frame(rpc_id: str, result: Any = _MISSING, *, done: bool = True) -> dict[str, Any]:

@@ -100,6 +100,9 @@ class ConnectionHooks(AgentHost, Protocol):
     def _on_connection_closed(self, connection: Connection) -> Any:
         """A connection closed or failed (before ``on_close``)."""
 
+    def _mcp_state(self) -> dict[str, Any] | None:
+        """The ``cf_agent_mcp_servers`` content (the agent's MCP client); None: no servers."""
+
 
 async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
@@ -190,7 +193,7 @@ class WebSockets:
             )
             if has_state:
                 connection._send_quiet(state_frame(self._state.value))
-            connection._send_quiet(mcp_servers_frame())
+            connection._send_quiet(mcp_servers_frame(hooks._mcp_state()))
         else:
             connection._set_flag("no_protocol", True)
         try:

@@ -6,8 +6,10 @@ is not running in this process belongs to a dead process; it is handed to the ho
 
 * the hook returns → the row is deleted;
 * the hook raises → the row is kept and retried with back-off ``keep_alive_interval_ms × 2ⁿ``
-  (capped at 5 minutes), until ``fiber_recovery_max_age_ms`` after the fiber's ``created_at``,
-  when it is dropped and reported through ``on_error``;
+  (capped at 5 minutes), until ``fiber_recovery_max_age_ms`` after the fiber's ``created_at``
+  or ``fiber_recovery_max_attempts`` attempts, whichever comes first (the SDK's follow-up
+  #1728: a poison row must not keep the object waking for a day), when it is dropped and
+  reported through ``on_error`` (a ``fiber:recovery:skipped`` event names the reason);
 * a row of a managed fiber (``cf_agents_fibers``) is marked ``interrupted`` and the hook is
   called once; what it returns (a :class:`FiberResolution`) settles the record, a raise leaves it
   ``error``, and the run row is retired either way (the ledger keeps the outcome).
@@ -251,18 +253,25 @@ class FiberRecovery:
             core.emit("fiber:recovery:failed", {**payload, "error": str(exc)})
             now = core.now()
             max_age = options.fiber_recovery_max_age_ms
-            if max_age > 0 and now >= created_at + max_age:
+            max_attempts = options.fiber_recovery_max_attempts
+            too_old = max_age > 0 and now >= created_at + max_age
+            too_many = max_attempts > 0 and attempts >= max_attempts
+            if too_old or too_many:
                 self._retire(ctx.id)
+                reason = "max_age_exceeded" if too_old else "max_attempts_exceeded"
+                core.emit("fiber:recovery:skipped", {**payload, "reason": reason})
                 _log.error(
-                    "agent %s: recovery of fiber %r (%s) failed %d times; dropped at max age",
+                    "agent %s: recovery of fiber %r (%s) failed %d times; dropped (%s)",
                     hooks.name,
                     ctx.name,
                     ctx.id,
                     attempts,
+                    reason,
                 )
                 expired = FiberRecoveryExpiredError(
                     f"recovery of fiber {ctx.name!r} ({ctx.id}) still failing after "
-                    f"{attempts} attempts and {max_age} ms; the fiber was dropped: {exc}"
+                    f"{attempts} attempts and {now - created_at:.0f} ms; the fiber was "
+                    f"dropped ({reason}): {exc}"
                 )
                 expired.__cause__ = exc
                 await core.report(expired, ctx)

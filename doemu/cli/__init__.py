@@ -285,13 +285,24 @@ def _dev(
     metavar="kv,...",
     help="Also bind these (comma-separated): kv, d1, r2.  [default: none]",
 )
-def init(directory: Path, force: bool, with_: str) -> None:
+@click.option(
+    "--template",
+    "template_name",
+    type=click.Choice(["worker", "chat", "agent-server"]),
+    default="worker",
+    show_default=True,
+    help="worker: a Durable Object and an entry Worker; chat: an AIChatAgent (agents.chat); "
+    "agent-server: an agent server with a tool (agents.server).",
+)
+def init(directory: Path, force: bool, with_: str, template_name: str) -> None:
     """Write a new project into DIRECTORY (default: here): it serves and tests with no edits."""
     from ..scaffold import write_project
 
     chosen = [part.strip() for part in with_.split(",") if part.strip()]
     try:
-        result = write_project(directory, force=force, with_bindings=chosen)
+        result = write_project(
+            directory, force=force, with_bindings=chosen, template_name=template_name
+        )
     except DoemuError as exc:
         _fail(error_text(exc))
     shown = display_path(directory)
@@ -306,10 +317,17 @@ def init(directory: Path, force: bool, with_: str) -> None:
     here = directory.resolve() == Path.cwd().resolve()
     cd = "" if here else f"  cd {shlex.quote(shown)}\n"
     migrate = "  doemu d1 migrations apply DB   # the notes table\n" if "d1" in chosen else ""
+    try_it = {
+        "worker": "  curl -X POST http://127.0.0.1:8787/counter/alice\n",
+        "chat": "  a useAgentChat client, or a WebSocket, at ws://127.0.0.1:8787/agents/chat/alice\n",
+        "agent-server": "  curl -X POST http://127.0.0.1:8787/sessions/s1/start -d "
+        '\'{"agentType": "assistant", "sessionId": "s1", "input": {"message": '
+        '"hi"}}\'   # with a model in .dev.vars\n',
+    }[template_name]
     click.echo(
         f"\nCreated the Worker {result.name!r}. Next steps:\n{cd}{migrate}"
         "  doemu dev     # serves it on http://127.0.0.1:8787; in another shell:\n"
-        "  curl -X POST http://127.0.0.1:8787/counter/alice\n"
+        f"{try_it}"
         "  pytest        # runs tests/ in-process\n"
         "The same folder deploys to Cloudflare with `pywrangler deploy`."
     )

