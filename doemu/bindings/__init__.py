@@ -28,6 +28,7 @@ from .kv import KVNamespace, KvStore
 from .r2 import R2Bucket, R2Store
 from .scheduled import CronService, NoScheduledHandler, ScheduledController
 from .services import Fetcher, ServiceNotFound, resolve_service
+from .workflows import Workflow, WorkflowHost, WorkflowService
 
 __all__ = [
     "AssetServer",
@@ -47,6 +48,8 @@ __all__ = [
     "ServiceError",
     "ServiceNotFound",
     "WorkerBindings",
+    "Workflow",
+    "WorkflowService",
     "find_entrypoints",
 ]
 
@@ -61,7 +64,7 @@ class WorkerBindings:
         persist_dir: Path,
         clock: Clock,
         sync_pool: SyncPool | None = None,
-        host: EntryHost | None = None,
+        host: WorkflowHost | None = None,
         entrypoints: Mapping[str, type] | None = None,
         worker_name: str = "worker",
     ) -> None:
@@ -96,6 +99,17 @@ class WorkerBindings:
         self.crons: CronService | None = None
         if host is not None:
             self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
+        #: ``[[workflows]]`` by binding name (each an internal namespace of the runtime).
+        self.workflows: dict[str, WorkflowService] = {}
+        if host is not None:
+            for wf in resources.workflows:
+                self.workflows[wf.binding] = WorkflowService(
+                    wf,
+                    host,
+                    self.entrypoints.get(wf.class_name),
+                    persist_dir=persist_dir,
+                    worker_name=worker_name,
+                )
         self._closed = False
 
     def describe(self) -> list[dict[str, Any]]:
@@ -151,11 +165,22 @@ class WorkerBindings:
                     "run_worker_first": assets.run_worker_first,
                 }
             )
+        out += [
+            {
+                "binding": binding,
+                "type": "workflow",
+                "resource": service.spec.name,
+                "class_name": service.spec.class_name,
+                "directory": str(service.directory),
+            }
+            for binding, service in self.workflows.items()
+        ]
         return out
 
     def env_values(self) -> dict[str, Any]:
         """What ``env`` gets: ``{binding name: binding object}``."""
         values: dict[str, Any] = {**self.kv, **self.d1, **self.r2, **self.services}
+        values.update({b: Workflow(b, service) for b, service in self.workflows.items()})
         if self.assets is not None and self.assets.config.binding:
             values[self.assets.config.binding] = AssetsBinding(self.assets)
         return values
