@@ -294,3 +294,51 @@ def test_config_reads_workflows_with_wranglers_keys(tmp_path: Any) -> None:
         )
     assert "workflows[0].class_name is required" in str(bad.value)
     assert "workflows[0].name must be 1-64 letters" in str(bad.value)
+
+
+async def test_the_admin_api_lists_instances_and_shows_steps(tmp_path: Any) -> None:
+    from doemu.clock import ManualClock
+    from doemu.control import RuntimeControl
+    from doemu.runtime import Runtime
+    from doemu.server.app import DoemuApp
+
+    from .admin_helpers import API, T0, client
+
+    runtime = Runtime(
+        worker_name="wf-admin",
+        classes={},
+        persist_dir=tmp_path / "state",
+        clock=ManualClock(T0),
+        resources=_resources(("PIPE", "pipeline", "Pipeline")),
+        entrypoints={"Pipeline": Pipeline},
+    )
+    await runtime.start()
+    try:
+        await runtime.env.PIPE.create(id="seen", params={"key": "admin"})
+        await RuntimeControl(runtime).advance(0)
+        async with client(DoemuApp(runtime)) as http:
+            listed = (await http.get(f"{API}/workflows")).json()
+            assert listed == [
+                {
+                    "binding": "PIPE",
+                    "name": "pipeline",
+                    "class_name": "Pipeline",
+                    "instances": [
+                        {"id": "seen", "status": "waiting", "error": None, "output": None}
+                    ],
+                }
+            ]
+            one = (await http.get(f"{API}/workflows/PIPE/instances/seen")).json()
+            assert one["params"] == {"key": "admin"}
+            assert [(s["kind"], s["name"], s["state"]) for s in one["steps"]] == [
+                ("do", "fetch", "done"),
+                ("sleep", "cool down", "sleeping"),
+            ]
+            assert one["steps"][1]["wakeAt"] == T0 + 60_000
+            missing = await http.get(f"{API}/workflows/PIPE/instances/nobody")
+            assert missing.status_code == 404
+            assert "no instance 'nobody'" in missing.json()["error"]
+            unknown = await http.get(f"{API}/workflows/NOPE/instances/x")
+            assert unknown.status_code == 404
+    finally:
+        await runtime.close()
