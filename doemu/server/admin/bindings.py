@@ -284,8 +284,39 @@ class BindingRoutes:
             raise HttpError(404, exc.message) from None
         return JSONResponse(jsonable(view))
 
+    # -- queues ----------------------------------------------------------------------------------
+    async def queues(self, request: Request) -> Response:
+        extra = self.extra
+        limit = int_query(request, "limit", 100) or 100
+        out = []
+        for name in extra.queue_names():
+            store = extra.queue_store(name)
+            consumer = extra.consumers.get(name)
+            out.append(
+                {
+                    "queue": name,
+                    "producers": [p.binding for p in extra.resources.producers if p.queue == name],
+                    "consumer": None
+                    if consumer is None
+                    else {
+                        "handler": consumer.handler_present,
+                        "max_batch_size": consumer.spec.max_batch_size,
+                        "max_batch_timeout": consumer.spec.max_batch_timeout,
+                        "max_retries": consumer.spec.max_retries,
+                        "retry_delay": consumer.spec.retry_delay,
+                        "dead_letter_queue": consumer.spec.dead_letter_queue,
+                        "delivered": consumer.delivered,
+                    },
+                    "backlog": store.count(),
+                    "messages": store.backlog(limit),
+                    "dead_letters": store.dead_letters(limit),
+                }
+            )
+        return JSONResponse(out)
+
     def routes(self) -> list[Route]:
         return [
+            Route("/queues", endpoint(self.queues)),
             Route("/workflows", endpoint(self.workflows)),
             Route("/workflows/{binding}/instances/{id}", endpoint(self.workflow_instance)),
             Route("/bindings", endpoint(self.bindings)),
@@ -373,6 +404,13 @@ BINDING_PATHS: dict[str, Any] = {
             params=[_BINDING, _KEY, {"name": "body", "in": "query", "schema": {"type": "string"}}],
         ),
         "delete": _op("Delete an R2 object", "Deleted", params=[_BINDING, _KEY]),
+    },
+    _API + "/queues": {
+        "get": _op(
+            "Each queue: its producers, consumer settings, backlog (messages waiting or in "
+            "flight, with attempts) and dead letters",
+            "Queues",
+        )
     },
     _API + "/workflows": {
         "get": _op("Each workflow with its instances and their statuses", "Workflows")

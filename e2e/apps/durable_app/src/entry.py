@@ -3,6 +3,9 @@
 ``Job`` runs: ``first`` → ``slow`` (holds for ``hold`` seconds on its first attempt, the window
 in which the test kills doemu) → a ``nap`` sleep → ``woke`` → waits for an "approve" event →
 ``last``. Each step POSTs ``{"id", "step", "attempt"}`` to ``COUNTER_URL`` when it runs.
+
+The ``tasks`` queue's consumer reports each message it sees (``{"id": "queue", "step": n,
+"attempt"}``) and, on a first delivery that asks for it, holds the batch before acking it.
 """
 
 import asyncio
@@ -54,6 +57,18 @@ class Job(WorkflowEntrypoint):
 
 
 class Default(WorkerEntrypoint):
+    async def queue(self, batch, env, ctx):
+        """Report every message, then hold the batch if asked (the test kills doemu then)."""
+        hold = 0.0
+        for message in batch.messages:
+            body = message.body
+            await effect(self.env, "queue", body["n"], message.attempts)
+            if message.attempts == 1:
+                hold = max(hold, body.get("hold", 0))
+        if hold:
+            await asyncio.sleep(hold)
+        batch.ackAll()
+
     async def fetch(self, request):
         url = request.url
         query = dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&")) if "?" in url else {}
@@ -70,4 +85,8 @@ class Default(WorkerEntrypoint):
             instance = await self.env.JOBS.get(query["id"])
             await instance.sendEvent(type="approve", payload={"bonus": int(query["bonus"])})
             return Response("sent")
+        if path == "/enqueue":
+            count, hold = int(query["count"]), float(query.get("hold", "0"))
+            await self.env.TASKS.sendBatch([{"body": {"n": n, "hold": hold}} for n in range(count)])
+            return Response("queued")
         return Response("not found", status=404)
