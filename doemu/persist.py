@@ -11,6 +11,10 @@
   r2/<bucket>/               one directory per R2 bucket (see doemu.bindings.r2)
     metadata.sqlite          its objects, versions and multipart uploads
     blobs/<2 hex>/<32 hex>   object bodies and parts, each written whole before it is named
+  workflows/<name>/          one internal namespace per workflow (see doemu.bindings.workflows):
+    metadata.sqlite          its alarms (what wakes sleeping instances at start-up)
+    <64-hex id>.sqlite       one object per instance: its status, steps and events
+  queues/<queue>.sqlite      one file per queue: its messages (see doemu.bindings.queues)
 ```
 
 It is workerd's layout for local SQLite-backed objects, so a persist directory reads the same to
@@ -39,12 +43,15 @@ __all__ = [
     "metadata_file",
     "namespace_dir",
     "object_file",
+    "queue_file",
     "r2_blob_file",
     "r2_dir",
     "resource_stem",
     "spare_dir",
     "stored_ids",
     "unique_key",
+    "workflow_dir",
+    "workflow_key",
 ]
 
 #: The namespace's alarm table, beside its object files.
@@ -130,3 +137,21 @@ def r2_blob_file(bucket_dir: Path, blob_id: str) -> Path:
     if _BLOB_ID.fullmatch(blob_id) is None:
         raise DoemuError(f"refusing to use {blob_id!r} as an R2 blob file name")
     return bucket_dir / "blobs" / blob_id[:2] / blob_id
+
+
+def workflow_key(worker_name: str, workflow: str) -> str:
+    """The internal namespace key of a workflow's instances (what their ids derive from)."""
+    key = f"{worker_name}-workflow-{resource_stem(workflow)}"
+    if not _KEY.fullmatch(key):
+        raise DoemuError(f"cannot derive a storage directory from workflow {workflow!r}")
+    return key
+
+
+def workflow_dir(root: Path, workflow: str) -> Path:
+    """The directory of the workflow ``workflow``'s instances (a namespace directory)."""
+    return root / "workflows" / resource_stem(workflow)
+
+
+def queue_file(root: Path, queue: str) -> Path:
+    """The SQLite file holding the messages of the queue ``queue``."""
+    return root / "queues" / f"{resource_stem(queue)}{_OBJECT_SUFFIX}"

@@ -190,6 +190,9 @@ class Runtime:
                 self.alarms.add_namespace(key, directory, binding)
             self.bindings[binding] = ns
         self._by_unique_key = {ns.unique_key: ns for ns in self.namespaces.values()}
+        #: Namespaces the runtime keeps for its own bindings (a workflow's instances), by key:
+        #: objects and alarms like any other, but not in ``env``.
+        self.internal: dict[str, Namespace] = {}
         self._stubs = {b: DurableObjectNamespace(ns) for b, ns in self.bindings.items()}
         #: KV, D1, R2, services, crons and assets (see doemu.bindings).
         self.extra = WorkerBindings(
@@ -266,6 +269,19 @@ class Runtime:
 
     def emit(self, type_: str, **fields: Any) -> None:
         self.events.emit(type_, **fields)
+
+    def internal_namespace(
+        self, key: str, class_name: str, cls: type, directory: Path, label: str
+    ) -> Namespace:
+        """A namespace of ``cls`` objects for a binding of the runtime's own (a workflow's
+        instances): its files in ``directory``, its alarms restored at start-up like every
+        namespace's; ``label`` is what logs and the admin API call it."""
+        kind = ObjectClass(ClassSpec(cls, True), class_name, label, key, directory)
+        ns = Namespace(kind, self)
+        self.alarms.add_namespace(key, directory, label)
+        self._by_unique_key[key] = ns
+        self.internal[key] = ns
+        return ns
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Keep a background task (an event outside its caller's task) until it finishes."""
@@ -350,7 +366,7 @@ class Runtime:
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
-        for ns in self.namespaces.values():
+        for ns in [*self.namespaces.values(), *self.internal.values()]:
             for host in list(ns.hosts.values()):
                 if host.live:
                     host.reset("The runtime is shutting down.") if host.busy else host.evict_now()

@@ -126,15 +126,15 @@ def test_unsupported_bindings_and_env_sections_warn(tmp_path: Path) -> None:
         tmp_path,
         BASE_TOML
         + """
-[[queues.producers]]
-binding = "Q"
-queue = "q"
+[[vectorize]]
+binding = "V"
+index_name = "i"
 
 [env.production]
 name = "prod"
 """,
     )
-    assert '"queues" is not emulated by doemu and is ignored' in config.warnings
+    assert '"vectorize" is not emulated by doemu and is ignored' in config.warnings
     assert any("[env.*] sections are defined but no --env was given" in w for w in config.warnings)
 
 

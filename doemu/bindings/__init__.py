@@ -18,16 +18,18 @@ from typing import Any
 
 from ..clock import Clock
 from ..config.bindings import WorkerResources
-from ..persist import d1_file, kv_file, r2_dir
+from ..persist import d1_file, kv_file, queue_file, r2_dir
 from ..storage.durability import SyncPool
 from .assets import AssetsBinding, AssetServer
 from .d1 import D1Database, D1Engine
 from .entry import EntryHost, ExecutionContext, find_entrypoints
 from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
 from .kv import KVNamespace, KvStore
+from .queues import Queue, QueueConsumerService, QueueStore, StoredMessage
 from .r2 import R2Bucket, R2Store
 from .scheduled import CronService, NoScheduledHandler, ScheduledController
 from .services import Fetcher, ServiceNotFound, resolve_service
+from .workflows import Workflow, WorkflowHost, WorkflowService
 
 __all__ = [
     "AssetServer",
@@ -42,11 +44,14 @@ __all__ = [
     "Fetcher",
     "KVNamespace",
     "NoScheduledHandler",
+    "Queue",
     "R2Bucket",
     "ScheduledController",
     "ServiceError",
     "ServiceNotFound",
     "WorkerBindings",
+    "Workflow",
+    "WorkflowService",
     "find_entrypoints",
 ]
 
@@ -61,7 +66,7 @@ class WorkerBindings:
         persist_dir: Path,
         clock: Clock,
         sync_pool: SyncPool | None = None,
-        host: EntryHost | None = None,
+        host: WorkflowHost | None = None,
         entrypoints: Mapping[str, type] | None = None,
         worker_name: str = "worker",
     ) -> None:
@@ -96,7 +101,71 @@ class WorkerBindings:
         self.crons: CronService | None = None
         if host is not None:
             self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
+        #: ``[[workflows]]`` by binding name (each an internal namespace of the runtime).
+        self.workflows: dict[str, WorkflowService] = {}
+        if host is not None:
+            for wf in resources.workflows:
+                self.workflows[wf.binding] = WorkflowService(
+                    wf,
+                    host,
+                    self.entrypoints.get(wf.class_name),
+                    persist_dir=persist_dir,
+                    worker_name=worker_name,
+                )
+        #: One store per queue (producers and consumers share it), opened on first use.
+        self._queue_stores: dict[str, QueueStore] = {}
+        self.queues: dict[str, Queue] = {
+            p.binding: Queue(
+                p.binding,
+                p.queue,
+                functools.partial(self.queue_store, p.queue),
+                clock.now,
+                functools.partial(self._poke, p.queue),
+                p.delivery_delay,
+            )
+            for p in resources.producers
+        }
+        #: ``[[queues.consumers]]`` by queue name.
+        self.consumers: dict[str, QueueConsumerService] = {}
+        if host is not None:
+            for c in resources.consumers:
+                self.consumers[c.queue] = QueueConsumerService(
+                    c,
+                    functools.partial(self.queue_store, c.queue),
+                    self._to_dead_letter_queue,
+                    host,
+                    clock,
+                    self.entrypoints.get("Default"),
+                )
         self._closed = False
+
+    def queue_store(self, queue: str) -> QueueStore:
+        """The file of the queue ``queue`` (opened on first use)."""
+        store = self._queue_stores.get(queue)
+        if store is None:
+            if self._closed:
+                raise BindingError(f"queue {queue!r}: the runtime is closed")
+            store = QueueStore(queue_file(self.persist_dir, queue), self.sync_pool)
+            self._queue_stores[queue] = store
+        return store
+
+    def queue_names(self) -> list[str]:
+        """Every queue a producer, a consumer or a dead-letter setting names."""
+        names = [p.queue for p in self.resources.producers]
+        for c in self.resources.consumers:
+            names += [c.queue, *([c.dead_letter_queue] if c.dead_letter_queue else [])]
+        return list(dict.fromkeys(names))
+
+    def _poke(self, queue: str) -> None:
+        consumer = self.consumers.get(queue)
+        if consumer is not None:
+            consumer.poke()
+
+    def _to_dead_letter_queue(self, queue: str, messages: list[StoredMessage]) -> None:
+        now = self.clock.now()
+        rows = [(m.id, m.body, m.content_type, now, 0) for m in messages]
+        self.queue_store(queue).add(rows, now)
+        self._poke(queue)
 
     def describe(self) -> list[dict[str, Any]]:
         """Every binding as the admin API lists it: name, type, resource, file."""
@@ -151,11 +220,32 @@ class WorkerBindings:
                     "run_worker_first": assets.run_worker_first,
                 }
             )
+        out += [
+            {
+                "binding": binding,
+                "type": "workflow",
+                "resource": service.spec.name,
+                "class_name": service.spec.class_name,
+                "directory": str(service.directory),
+            }
+            for binding, service in self.workflows.items()
+        ]
+        out += [
+            {
+                "binding": p.binding,
+                "type": "queue",
+                "resource": p.queue,
+                "file": str(queue_file(self.persist_dir, p.queue)),
+            }
+            for p in self.resources.producers
+        ]
         return out
 
     def env_values(self) -> dict[str, Any]:
         """What ``env`` gets: ``{binding name: binding object}``."""
         values: dict[str, Any] = {**self.kv, **self.d1, **self.r2, **self.services}
+        values.update({b: Workflow(b, service) for b, service in self.workflows.items()})
+        values.update(self.queues)
         if self.assets is not None and self.assets.config.binding:
             values[self.assets.config.binding] = AssetsBinding(self.assets)
         return values
@@ -198,11 +288,15 @@ class WorkerBindings:
         """Arm the cron triggers (the runtime calls it once its alarms are released)."""
         if self.crons is not None:
             self.crons.start()
+        for consumer in self.consumers.values():
+            consumer.start()
 
     def stop(self) -> None:
         """Disarm the timers (first step of closing)."""
         if self.crons is not None:
             self.crons.stop()
+        for consumer in self.consumers.values():
+            consumer.stop()
 
     def close(self) -> None:
         """Close every open file (the runtime has stopped every event before)."""
@@ -217,6 +311,9 @@ class WorkerBindings:
         for bucket in self._r2_stores.values():
             bucket.close()
         self._r2_stores.clear()
+        for queue in self._queue_stores.values():
+            queue.close()
+        self._queue_stores.clear()
 
 
 def _find(specs: Any, binding: str, kind: str) -> Any:

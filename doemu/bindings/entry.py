@@ -39,6 +39,9 @@ class EntryHost(Protocol):
 
     def emit(self, type_: str, **fields: Any) -> None: ...
 
+    @property
+    def clock(self) -> Any: ...
+
 
 class ExecutionContext:
     """The ``ctx`` of an entrypoint the runtime calls: ``waitUntil``, ``passThroughOnException``
@@ -61,14 +64,15 @@ class ExecutionContext:
 
 
 def find_entrypoints(module: types.ModuleType) -> dict[str, type]:
-    """The ``WorkerEntrypoint`` subclasses ``module`` defines or imports, by name."""
+    """The ``WorkerEntrypoint`` (and ``WorkflowEntrypoint``, which ``[[workflows]]`` name)
+    subclasses ``module`` defines or imports, by name."""
     from ..compat import workers
 
-    base: type = workers.WorkerEntrypoint
+    bases: tuple[type, ...] = (workers.WorkerEntrypoint, workers.WorkflowEntrypoint)
     return {
         name: value
         for name, value in vars(module).items()
-        if isinstance(value, type) and issubclass(value, base) and value is not base
+        if isinstance(value, type) and issubclass(value, bases) and value not in bases
     }
 
 

@@ -3,7 +3,8 @@
 User code imports ``workers``, ``js`` and ``pyodide.ffi`` exactly as on Cloudflare;
 :func:`install_modules` makes those imports resolve to the modules of this package:
 ``workers`` → :mod:`doemu.compat.workers`, ``js`` → :mod:`doemu.compat.js`, ``pyodide`` →
-:mod:`doemu.compat.pyodide` and ``pyodide.ffi`` → :mod:`doemu.compat.pyodide.ffi`.
+:mod:`doemu.compat.pyodide`, ``pyodide.ffi`` → :mod:`doemu.compat.pyodide.ffi` and
+``workers.workflows`` → :mod:`doemu.compat.workflows`.
 
 The rest of this module is doemu-internal plumbing for the runtime: :func:`call_relaxed`,
 the clock behind ``Date.now()`` (:func:`set_clock`), the targets of ``workers.env`` and
@@ -16,7 +17,7 @@ import sys
 import warnings
 from types import ModuleType
 
-from . import fetch_api, js, pyodide, websocket, workers
+from . import fetch_api, js, pyodide, websocket, workers, workflows
 from ._state import set_clock, set_env, set_output_gate, set_wait_until
 from .jsproxy import JsBuffer, as_js_buffer
 from .pyodide import ffi as pyodide_ffi
@@ -40,6 +41,7 @@ __all__ = [
     "uninstall_modules",
     "websocket",
     "workers",
+    "workflows",
 ]
 
 #: The import names doemu provides, and the module each resolves to.
@@ -48,6 +50,7 @@ MODULES: dict[str, ModuleType] = {
     "js": js,
     "pyodide": pyodide,
     "pyodide.ffi": pyodide_ffi,
+    "workers.workflows": workflows,
 }
 
 

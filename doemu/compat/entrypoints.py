@@ -66,7 +66,8 @@ class WorkerEntrypoint:
 
 
 class WorkflowEntrypoint:
-    """Base class of a Workflow entrypoint (importable; doemu does not run workflows)."""
+    """Base class of a Workflow entrypoint: ``[[workflows]]`` names a subclass whose
+    ``run(event, step)`` doemu runs durably (see :mod:`doemu.bindings.workflows`)."""
 
     ctx: Any
     env: Any

@@ -16,19 +16,30 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .checker import Checker, show, unexpected
+from .workbindings import (
+    AiBinding,
+    QueueConsumer,
+    QueueProducer,
+    WorkflowBinding,
+    check_work_bindings,
+)
 
 __all__ = [
     "EMULATED_KEYS",
     "HTML_HANDLING",
     "NOT_FOUND_HANDLING",
+    "AiBinding",
     "AssetsConfig",
     "D1DatabaseBinding",
     "HtmlHandling",
     "KvNamespaceBinding",
     "NotFoundHandling",
+    "QueueConsumer",
+    "QueueProducer",
     "R2BucketBinding",
     "ServiceBinding",
     "WorkerResources",
+    "WorkflowBinding",
     "check_resources",
 ]
 
@@ -44,8 +55,11 @@ NOT_FOUND_HANDLING: tuple[NotFoundHandling, ...] = ("none", "404-page", "single-
 
 #: The config keys whose bindings doemu emulates (the others are warned about and ignored).
 EMULATED_KEYS = frozenset(
-    {"kv_namespaces", "d1_databases", "triggers", "r2_buckets", "services", "assets"}
-)
+    {
+        "kv_namespaces", "d1_databases", "triggers", "r2_buckets", "services", "assets",
+        "workflows", "queues",
+    }
+)  # fmt: skip
 
 #: wrangler's default ``migrations_dir`` and ``migrations_table`` for D1.
 DEFAULT_MIGRATIONS_DIR = "migrations"
@@ -131,6 +145,11 @@ class WorkerResources:
     services: tuple[ServiceBinding, ...] = ()
     crons: tuple[str, ...] = ()
     assets: AssetsConfig | None = None
+    #: ``[[workflows]]``, ``[[queues.producers]]``, ``[[queues.consumers]]`` and ``[ai]``.
+    workflows: tuple[WorkflowBinding, ...] = ()
+    producers: tuple[QueueProducer, ...] = ()
+    consumers: tuple[QueueConsumer, ...] = ()
+    ai: AiBinding | None = None
     #: Which of the sections above the file set (what the bindings replace in the warnings).
     present: frozenset[str] = field(default_factory=frozenset)
 
@@ -142,6 +161,10 @@ class WorkerResources:
         names += [(b.binding, "Service") for b in self.services]
         if self.assets is not None and self.assets.binding:
             names.append((self.assets.binding, "Assets"))
+        names += [(b.binding, "Workflow") for b in self.workflows]
+        names += [(b.binding, "Queue") for b in self.producers]
+        if self.ai is not None:
+            names.append((self.ai.binding, "AI"))
         return names
 
 
@@ -166,9 +189,13 @@ def check_resources(
     """The bindings of ``raw`` (the decoded config), problems and warnings added to ``check``."""
     present = frozenset(
         key
-        for key in ("kv_namespaces", "d1_databases", "r2_buckets", "services", "triggers", "assets")
+        for key in (
+            "kv_namespaces", "d1_databases", "r2_buckets", "services", "triggers", "assets",
+            "workflows", "queues", "ai",
+        )
         if key in raw
-    )
+    )  # fmt: skip
+    work = check_work_bindings(check, raw)
     return WorkerResources(
         kv=tuple(_kv(check, raw.get("kv_namespaces"))),
         d1=tuple(_d1(check, raw.get("d1_databases"), base_dir)),
@@ -176,6 +203,10 @@ def check_resources(
         services=tuple(_services(check, raw.get("services"), worker_name)),
         crons=tuple(_crons(check, raw.get("triggers"))),
         assets=_assets(check, raw.get("assets"), base_dir),
+        workflows=work.workflows,
+        producers=work.producers,
+        consumers=work.consumers,
+        ai=work.ai,
         present=present,
     )
 

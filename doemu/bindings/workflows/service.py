@@ -1,0 +1,103 @@
+"""A workflow of the Worker: its internal namespace of instances, and calls into them.
+
+Each ``[[workflows]]`` entry gets a namespace of its own, registered with the runtime beside
+the Worker's Durable Object classes but not bound in ``env``: its objects are the instances
+(:class:`~doemu.bindings.workflows.instance.InstanceObject`), addressed by the instance id as
+an object name, with files under ``<persist>/workflows/<name>/`` (:func:`doemu.persist.
+workflow_dir`) and alarms in that directory's ``metadata.sqlite`` like any namespace's, so
+start-up restores them as it restores every alarm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ...clock import Clock
+from ...config.bindings import WorkflowBinding
+from ...persist import object_file, workflow_dir, workflow_key
+from ..entry import EntryHost
+from .instance import InstanceObject
+
+__all__ = ["WorkflowHost", "WorkflowService"]
+
+
+class WorkflowHost(EntryHost, Protocol):
+    """What a workflow needs of the runtime: an internal namespace and its clock."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def internal_namespace(
+        self, key: str, class_name: str, cls: type, directory: Path, label: str
+    ) -> Any: ...
+
+
+class WorkflowService:
+    """One workflow: ``spec`` (its config), its class, and the namespace of its instances."""
+
+    def __init__(
+        self,
+        spec: WorkflowBinding,
+        host: WorkflowHost,
+        cls: type | None,
+        *,
+        persist_dir: Path,
+        worker_name: str,
+    ) -> None:
+        self.spec = spec
+        self.cls = cls
+        instance_class = type(
+            f"WorkflowInstance_{spec.class_name}",
+            (InstanceObject,),
+            {"spec": spec, "entry_host": host, "workflow_class": cls},
+        )
+        self.directory = workflow_dir(persist_dir, spec.name)
+        self.namespace = host.internal_namespace(
+            workflow_key(worker_name, spec.name),
+            spec.class_name,
+            instance_class,
+            self.directory,
+            f"workflow:{spec.name}",
+        )
+
+    def _host(self, instance_id: str) -> Any:
+        ns = self.namespace
+        return ns.host(ns.ids.from_name(instance_id))
+
+    def stored(self, instance_id: str) -> bool:
+        """Whether an instance with this id may exist (its object has a file)."""
+        host = self._host(instance_id)
+        return bool(host.live) or object_file(self.directory, host.hex_id).exists()
+
+    async def call(self, instance_id: str, method: str, *args: Any) -> Any:
+        """Run ``method(*args)`` of the instance's object, as an event of that object."""
+        host = self._host(instance_id)
+        return await host.call("rpc", _method(method, args))
+
+    async def call_hex(self, hex_id: str, method: str, *args: Any) -> Any:
+        host = self.namespace.host_by_hex(hex_id)
+        return await host.call("rpc", _method(method, args))
+
+    def stored_ids(self) -> list[str]:
+        return list(self.namespace.stored_ids())
+
+    async def describe_instances(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Every stored instance (up to ``limit``) with its status, for the admin API."""
+        out = []
+        for hex_id in self.stored_ids()[:limit]:
+            try:
+                view = await self.call_hex(hex_id, "status")
+            except Exception:  # a file with no instance row (a create cut off by a crash)
+                continue
+            host = self.namespace.host_by_hex(hex_id)
+            out.append({"id": host.id.name, **view})
+        return out
+
+
+def _method(method: str, args: tuple[Any, ...]) -> Callable[[Any], Any]:
+    def run(instance: Any) -> Any:
+        return getattr(instance, method)(*args)
+
+    return run
