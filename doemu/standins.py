@@ -54,7 +54,10 @@ if TYPE_CHECKING:
 __all__ = ["NAMES", "PTH_LINE", "StandInLoader", "find_spec"]
 
 #: The import names the finder provides (those of :data:`doemu.compat.MODULES`).
-NAMES = frozenset({"workers", "js", "pyodide", "pyodide.ffi"})
+NAMES = frozenset({"workers", "workers.workflows", "js", "pyodide", "pyodide.ffi"})
+#: The submodules of a stand-in that come with it (``workers`` is a module, not a package, so
+#: ``import workers.workflows`` finds its submodule in ``sys.modules``, put there on import).
+_SUBMODULES = {"workers": "workers.workflows", "pyodide": "pyodide.ffi"}
 
 #: The ``.pth`` line ``setup.py`` writes (one line: ``site`` runs lines that start with
 #: ``import``). It defines the start-up finder, which imports nothing until one of
@@ -64,7 +67,7 @@ PTH_LINE = (
     "import sys; exec("
     + repr(
         "class DoemuStandIns:\n"
-        " names = ('workers', 'js', 'pyodide', 'pyodide.ffi')\n"
+        " names = ('workers', 'workers.workflows', 'js', 'pyodide', 'pyodide.ffi')\n"
         " @classmethod\n"
         " def find_spec(cls, name, path=None, target=None):\n"
         "  if name not in cls.names:\n"
@@ -139,8 +142,9 @@ def find_spec(
     """
     if name not in NAMES:
         return None
-    if name == "pyodide.ffi" and sys.modules.get("pyodide") is not _stand_in("pyodide"):
-        return None  # a real pyodide: its own ffi module, or none; not ours to complete
+    parent = name.partition(".")[0]
+    if parent != name and sys.modules.get(parent) is not _stand_in(parent):
+        return None  # a real pyodide or workers: its own submodule, or none; not ours to complete
     real = _real_spec(name, path, target, finder)
     if real is not None and _is_python(real):
         return real
@@ -157,10 +161,13 @@ class StandInLoader:
 
     @staticmethod
     def exec_module(module: ModuleType) -> None:
-        """Nothing to run (the stand-in is imported already); ``pyodide`` brings its ``ffi``.
+        """Nothing to run (the stand-in is imported already); ``pyodide`` brings its ``ffi``
+        and ``workers`` its ``workflows``.
 
         Without this, ``import pyodide.ffi`` would find ``ffi.py`` on the stand-in package's
-        ``__path__`` and import a second copy of it under the name ``pyodide.ffi``.
+        ``__path__`` and import a second copy of it under the name ``pyodide.ffi``, and
+        ``import workers.workflows`` would find no package to look in.
         """
-        if module is _stand_in("pyodide"):
-            sys.modules.setdefault("pyodide.ffi", _stand_in("pyodide.ffi"))
+        for parent, child in _SUBMODULES.items():
+            if module is _stand_in(parent):
+                sys.modules.setdefault(child, _stand_in(child))

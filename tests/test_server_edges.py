@@ -86,7 +86,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     dev = DevServer(project, root / "state", args=["--no-reload"])
     with dev:
         yield dev
-    assert "Traceback" not in dev.output(), dev.output()
+    assert "Traceback" not in dev.output, dev.output
 
 
 @dataclass
@@ -328,9 +328,9 @@ def test_garbage_read_while_a_request_runs_is_refused_after_its_answer(
         lambda: httpx.get(f"{server.url}/GATE/g1/waiting").json()["waiting"] == 1,
         what="the request to wait at the gate",
     )
-    refused = server.output().count(INVALID)
+    refused = server.output.count(INVALID)
     conn.send(GARBAGE)
-    eventually_sync(lambda: server.output().count(INVALID) > refused, what="the garbage read")
+    eventually_sync(lambda: server.output.count(INVALID) > refused, what="the garbage read")
     assert httpx.post(f"{server.url}/GATE/g1/open").json() == {"opened": "g1"}
     first = conn.response()
     assert (first.status, first.json()) == (200, {"passed": "g1"})
