@@ -1,4 +1,4 @@
-"""Auto-continuation after client tool answers, coalesced (:mod:`agents.chat.autocontinue`).
+"""Auto-continuation after client tool answers, coalesced (:mod:`agents.chat.turns.autocontinue`).
 
 A client answers tool calls with ``cf_agent_tool_result`` / ``cf_agent_tool_approval`` frames
 carrying ``autoContinue: true``; the agent continues the conversation once, 50 ms (on its clock)
@@ -14,8 +14,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from agents.chat.streams.scripted import Delay, Script, ScriptedModel, Text, ToolCall
+
 from agents.chat import AIChatAgent, ChatMessageOptions
-from agents.chat.scripted import Delay, Script, ScriptedModel, Text, ToolCall
 from doemu.testing.plugin import HarnessFactory
 
 from .chat_steps import _steps, gated_sleep, step

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agents.chat.chunks import (
+from agents.chat.transcript.chunks import (
     SSE_DONE,
     UI_MESSAGE_STREAM_HEADERS,
     SseDecoder,

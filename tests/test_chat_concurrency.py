@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from agents.chat.scripted import Delay, ScriptedModel, ToolCall
+from agents.chat.streams.scripted import Delay, ScriptedModel, ToolCall
+
 from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from agents.chat.incoming import (
+from agents.chat.transcript.incoming import (
     auto_transform_message,
     auto_transform_messages,
     is_valid_message,
     validate_message,
 )
-from agents.chat.messages import (
+from agents.chat.transcript.messages import (
     AssistantMessage,
     is_replay_chunk,
     new_assistant_id,

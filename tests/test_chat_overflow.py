@@ -10,7 +10,7 @@ import pytest
 
 from agents import observability as obs
 from agents.chat import AIChatAgent, ChatMessageOptions
-from agents.chat.overflow import (
+from agents.chat.recovery.overflow import (
     ContextOverflowConfigError,
     default_context_overflow_classifier,
     resolve_context_overflow,

@@ -9,11 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from workers import DurableObject
-
-from agents.chat.chunks import UI_MESSAGE_STREAM_HEADERS, SseDecoder
-from agents.chat.messages import AssistantMessage
-from agents.chat.producers import (
+from agents.chat.streams.producers import (
     NO_OUTPUT,
     new_tool_call_id,
     sse_stream,
@@ -22,7 +18,7 @@ from agents.chat.producers import (
     ui_message_response,
     ui_message_stream,
 )
-from agents.chat.scripted import (
+from agents.chat.streams.scripted import (
     Chunks,
     Delay,
     Fail,
@@ -36,6 +32,10 @@ from agents.chat.scripted import (
     demo_model,
     last_user_text,
 )
+from workers import DurableObject
+
+from agents.chat.transcript.chunks import UI_MESSAGE_STREAM_HEADERS, SseDecoder
+from agents.chat.transcript.messages import AssistantMessage
 from agents.core.protocol import dumps
 from doemu.testing.plugin import HarnessFactory
 

@@ -1,12 +1,13 @@
 """Transcript repair before every model call: interrupted tool calls get a result, waiting ones
-are left for their client (``agents.chat.repair``, the SDK's ``repairInterruptedToolParts``)."""
+are left for their client (``agents.chat.transcript.repair``, the SDK's
+``repairInterruptedToolParts``)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from agents.chat.repair import (
+from agents.chat.transcript.repair import (
     APPROVED_NOT_RUN_TEXT,
     INTERRUPTED_TOOL_TEXT,
     client_tool_names,

@@ -1,4 +1,4 @@
-"""The chat transcript and request context on real SQLite (``agents.chat.store``).
+"""The chat transcript and request context on real SQLite (``agents.chat.transcript.store``).
 
 A tiny Durable Object drives :class:`MessageStore` and :class:`RequestContext` over its own
 ``ctx.storage.sql``, wrapped to count the statements that write, so "unchanged messages are not
@@ -13,7 +13,7 @@ from typing import Any
 
 from workers import DurableObject
 
-from agents.chat.store import (
+from agents.chat.transcript.store import (
     MessageStore,
     RequestContext,
     create_tables,

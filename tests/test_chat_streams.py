@@ -1,4 +1,4 @@
-"""Resumable chat streams on real SQLite (``agents.chat.streams``).
+"""Resumable chat streams on real SQLite (``agents.chat.streams.resumable``).
 
 A tiny Durable Object drives :class:`ResumableStreams` over its own ``ctx.storage.sql`` with the
 harness's manual clock (``Date.now``). Thresholds and frames are those of ``ResumableStream`` in
@@ -13,11 +13,15 @@ import json
 import uuid
 from typing import Any, ClassVar
 
+from agents.chat.requests.replay import replay_errored_frames, replay_frames
+from agents.chat.streams.resumable import (
+    ResumableStreams,
+    create_tables,
+    stored_chunk_bytes,
+)
 from js import Date
 from workers import DurableObject
 
-from agents.chat.replay import replay_errored_frames, replay_frames
-from agents.chat.streams import ResumableStreams, create_tables, stored_chunk_bytes
 from doemu.testing.plugin import HarnessFactory
 
 HOUR = 3_600_000

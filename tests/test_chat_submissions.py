@@ -143,7 +143,7 @@ class Plain(Chat):
 
 
 def test_the_table_has_the_sdks_columns() -> None:
-    from agents.chat.submissions import _DDL
+    from agents.chat.requests.submissions import _DDL
 
     columns = json.dumps(_DDL)
     for name in (

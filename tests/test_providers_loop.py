@@ -18,7 +18,7 @@ import pytest
 import agents.providers as providers
 from agents import observability as obs
 from agents.chat import AIChatAgent, ChatMessageOptions
-from agents.chat.overflow import default_context_overflow_classifier
+from agents.chat.recovery.overflow import default_context_overflow_classifier
 from agents.providers import (
     CONTINUE_INSTRUCTION,
     AnthropicMessages,

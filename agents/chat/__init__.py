@@ -13,21 +13,23 @@ from __future__ import annotations
 
 from .agent import CHAT_FIBER_PREFIX as CHAT_FIBER_PREFIX
 from .agent import AIChatAgent as AIChatAgent
-from .chunks import UI_MESSAGE_STREAM_HEADERS as UI_MESSAGE_STREAM_HEADERS
-from .chunks import Chunk as Chunk
-from .chunks import SseDecoder as SseDecoder
-from .chunks import encode_sse as encode_sse
-from .messages import UIMessage as UIMessage
-from .overflow import default_context_overflow_classifier as default_context_overflow_classifier
-from .producers import text_stream as text_stream
-from .producers import tool_call as tool_call
-from .producers import ui_message_response as ui_message_response
-from .producers import ui_message_stream as ui_message_stream
 from .recovery import ChatRecoveryConfig as ChatRecoveryConfig
 from .recovery import ChatRecoveryContext as ChatRecoveryContext
-from .scripted import ScriptedModel as ScriptedModel
-from .scripted import demo_model as demo_model
-from .turn import ChatMessageOptions as ChatMessageOptions
+from .recovery.overflow import (
+    default_context_overflow_classifier as default_context_overflow_classifier,
+)
+from .streams.producers import text_stream as text_stream
+from .streams.producers import tool_call as tool_call
+from .streams.producers import ui_message_response as ui_message_response
+from .streams.producers import ui_message_stream as ui_message_stream
+from .streams.scripted import ScriptedModel as ScriptedModel
+from .streams.scripted import demo_model as demo_model
+from .transcript.chunks import UI_MESSAGE_STREAM_HEADERS as UI_MESSAGE_STREAM_HEADERS
+from .transcript.chunks import Chunk as Chunk
+from .transcript.chunks import SseDecoder as SseDecoder
+from .transcript.chunks import encode_sse as encode_sse
+from .transcript.messages import UIMessage as UIMessage
+from .turns.turn import ChatMessageOptions as ChatMessageOptions
 
 __all__ = [
     "CHAT_FIBER_PREFIX",

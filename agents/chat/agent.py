@@ -4,15 +4,16 @@ A subclass implements :meth:`AIChatAgent.on_chat_message`; everything else is th
 matching ``@cloudflare/ai-chat`` 0.12.2 frame for frame so ``useAgentChat`` works unchanged:
 
 * **Requests.** ``cf_agent_use_chat_request`` frames are parsed, the user's messages persisted
-  and broadcast to the other connections, and the turn queued (:mod:`agents.chat.turns`). Each
+  and broadcast to the other connections, and the turn queued (:mod:`agents.chat.turns.queue`). Each
   turn runs as the durable fiber ``__cf_internal_chat_turn:<requestId>`` (its snapshot is the
   SDK's envelope; ``stash()`` inside ``on_chat_message`` becomes its ``user`` half), so a turn
   cut short by a crash is found on the next activation.
-* **Streaming** (:mod:`agents.chat.turn`): every chunk is applied to the assistant message,
+* **Streaming** (:mod:`agents.chat.turns.turn`): every chunk is applied to the assistant message,
   stored in the resumable stream and broadcast with its ``seq``; at the end the message is
   persisted and the stream's rows deleted in the same transaction, then the terminal frame goes
   out.
-* **Resuming** (:mod:`agents.chat.resume`): a connection told ``cf_agent_stream_resuming`` gets
+* **Resuming** (:mod:`agents.chat.requests.resume`): a connection told ``cf_agent_stream_resuming``
+  gets
   no live chunk until it acknowledges, then every stored chunk and the live rest.
 * **Recovery**, until bounded recovery lands: an interrupted turn's partial reply is persisted as
   an assistant message, its stream closed (a reconnecting client still gets the stored chunks
@@ -39,12 +40,8 @@ from ..core.connections import Connection
 from ..core.portable import wait_until
 from ..core.protocol import dumps
 from ..fibers.types import FiberRecoveryContext
-from . import frames
-from .autocontinue import AutoContinuation
-from .frames import parse_chat_frame
-from .messages import UIMessage, origin_message_ids
-from .overflow import compact_after_overflow
-from .recovering import TurnRecovery
+from .protocol import frames
+from .protocol.frames import parse_chat_frame
 from .recovery import (
     CHAT_LAST_TERMINAL_KEY,
     CHAT_RECOVERING_KEY,
@@ -53,17 +50,26 @@ from .recovery import (
     recovering_flag_active,
     resolve_chat_recovery,
 )
-from .repair import client_tool_names, default_repair, ledger_managed, repair_interrupted_tool_parts
-from .requests import chat_request, enqueue_turn, set_messages
-from .resume import ResumeHandshake
-from .store import MessageStore, RequestContext
-from .store import create_tables as create_message_tables
-from .streams import ResumableStreams
-from .streams import create_tables as create_stream_tables
-from .submissions import Submissions
-from .submissions import create_tables as create_submission_tables
-from .turn import ChatMessageOptions, TurnRunner, TurnSpec, new_request_id
-from .turns import SubmitPolicy, TurnQueue
+from .recovery.overflow import compact_after_overflow
+from .recovery.recovering import TurnRecovery
+from .requests.chat_request import chat_request, enqueue_turn, set_messages
+from .requests.resume import ResumeHandshake
+from .requests.submissions import Submissions
+from .requests.submissions import create_tables as create_submission_tables
+from .streams.resumable import ResumableStreams
+from .streams.resumable import create_tables as create_stream_tables
+from .transcript.messages import UIMessage, origin_message_ids
+from .transcript.repair import (
+    client_tool_names,
+    default_repair,
+    ledger_managed,
+    repair_interrupted_tool_parts,
+)
+from .transcript.store import MessageStore, RequestContext
+from .transcript.store import create_tables as create_message_tables
+from .turns.autocontinue import AutoContinuation
+from .turns.queue import SubmitPolicy, TurnQueue
+from .turns.turn import ChatMessageOptions, TurnRunner, TurnSpec, new_request_id
 
 __all__ = ["CHAT_FIBER_PREFIX", "AIChatAgent", "ChatMessageOptions"]
 
@@ -94,7 +100,7 @@ class AIChatAgent(Agent):
     #: A gap of this many ms between a reply's chunks aborts the upstream and hands the turn to
     #: bounded recovery (as a continuation, or a retry when nothing came); 0: off.
     chat_stream_stall_timeout_ms: ClassVar[float] = 0
-    #: Reactive context-overflow recovery (:mod:`agents.chat.overflow`): ``True`` or
+    #: Reactive context-overflow recovery (:mod:`agents.chat.recovery.overflow`): ``True`` or
     #: ``{"reactive": True, "max_retries": N}``; off by default.
     context_overflow: ClassVar[Any] = None
 
@@ -131,7 +137,8 @@ class AIChatAgent(Agent):
         self, on_finish: Callable[..., Any], options: ChatMessageOptions
     ) -> Any:
         """Answer the conversation in :attr:`messages`: return a ``Response`` whose body is a
-        UI-message stream (SSE, e.g. :func:`agents.chat.producers.ui_message_response`) or plain
+        UI-message stream (SSE, e.g. :func:`agents.chat.streams.producers.ui_message_response`) or
+        plain
         text, or an (async) iterable of UI-message chunks. Override it."""
         raise NotImplementedError(
             "received a chat message, override on_chat_message and return a Response (or an "
@@ -144,7 +151,8 @@ class AIChatAgent(Agent):
     def classify_chat_error(self, error: Any) -> str | None:
         """What kind of failure ``error`` is (an exception, or an in-band error's text):
         ``"context_overflow"`` drives the context-overflow layer. The default classifies
-        nothing; assign :func:`agents.chat.overflow.default_context_overflow_classifier`."""
+        nothing; assign
+        :func:`agents.chat.recovery.overflow.default_context_overflow_classifier`."""
         return None
 
     async def compact_messages(self, messages: list[UIMessage]) -> list[UIMessage] | None:
@@ -167,7 +175,8 @@ class AIChatAgent(Agent):
 
     def repair_interrupted_tool_part(self, part: dict[str, Any]) -> Mapping[str, Any]:
         """What a tool call interrupted before its result becomes, before the next model call
-        (see :mod:`agents.chat.repair`). The default is an ``output-error`` saying so; override
+        (see :mod:`agents.chat.transcript.repair`). The default is an ``output-error`` saying so;
+        override
         it to, e.g., turn an unanswered ``ask_user`` call into text."""
         return default_repair(part)
 
@@ -226,7 +235,7 @@ class AIChatAgent(Agent):
         )
         return await self._chat_enqueue(spec)
 
-    # -- durable submissions (agents.chat.submissions) ------------------------------------------
+    # -- durable submissions (agents.chat.requests.submissions) ------------------------------------
     async def submit_messages(
         self,
         messages: Iterable[UIMessage],
@@ -389,7 +398,7 @@ class AIChatAgent(Agent):
         self, spec: TurnSpec, builder: Any, keep: Callable[..., None], transient: Any = None
     ) -> str | None:
         """A turn's reply stalled (the watchdog fired) or failed transiently (``transient``, a
-        :class:`~agents.chat.transient.TransientFailure`): recover it within budget, or give
+        :class:`~agents.chat.turns.transient.TransientFailure`): recover it within budget, or give
         up. ``keep(persist)`` persists the partial when recovery says so; returns recovery's
         outcome (``None``: recovery is off)."""
         if self._chat_recovery is not None:
@@ -399,7 +408,8 @@ class AIChatAgent(Agent):
         return None
 
     async def _chat_recovery_run(self, payload: Any, _schedule: Any = None) -> None:
-        """The schedule that runs a recovery attempt (see :mod:`agents.chat.recovering`)."""
+        """The schedule that runs a recovery attempt (see
+        :mod:`agents.chat.recovery.recovering`)."""
         if self._chat_recovery is not None and isinstance(payload, Mapping):
             await self._chat_recovery.run(payload)
 

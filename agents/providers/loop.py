@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from ..chat.messages import new_assistant_id
-from ..chat.overflow import compact_transcript, resolve_context_overflow
+from ..chat.recovery.overflow import compact_transcript, resolve_context_overflow
+from ..chat.transcript.messages import new_assistant_id
 from .base import Finished, ModelCall, Provider, Started, TextDelta, ToolCallDone
 from .checkpoint import Plan, TurnCheckpoint, load_checkpoint, plan_turn
 from .meter import RequestMeter

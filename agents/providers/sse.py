@@ -1,6 +1,7 @@
 """Server-sent events as the providers send them: ``event:``/``data:`` fields into events.
 
-The chat layer's :class:`~agents.chat.chunks.SseDecoder` reads the AI SDK's UI-message stream,
+The chat layer's :class:`~agents.chat.transcript.chunks.SseDecoder` reads the AI SDK's UI-message
+stream,
 one JSON chunk per ``data:`` line. Provider streams need the whole event model of the SSE
 specification (HTML §9.2.6): Anthropic names each event with ``event:``; OpenAI's chat
 completions end with ``data: [DONE]``; a ``data`` field may span several lines. This decoder

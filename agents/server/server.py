@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 from ..chat import AIChatAgent, ChatMessageOptions, ChatRecoveryConfig
-from ..chat.turn import TurnSpec, new_request_id
+from ..chat.turns.turn import TurnSpec, new_request_id
 from ..core.connections import Connection, ConnectionContext
 from ..core.portable import wait_until
 from ..providers import model_reply

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..chat import AIChatAgent, ChatMessageOptions, UIMessage
-from ..chat.overflow import compact_transcript
+from ..chat.recovery.overflow import compact_transcript
 from ..providers import ModelCall, Provider, TextDelta, Tool, model_reply
 from ..providers.transcript import Text
 from .tools import mcp_tools

@@ -20,7 +20,7 @@ passes its clock as ``now_ms``.
 
 from __future__ import annotations
 
-from .config import (
+from .policy.config import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_INTERRUPTED_ATTEMPTS,
     DEFAULT_MAX_RECOVERY_WORK,
@@ -34,7 +34,7 @@ from .config import (
     ShouldKeepRecovering,
     resolve_chat_recovery,
 )
-from .constants import (
+from .policy.constants import (
     ACTIVE_STATUSES,
     CHAT_LAST_TERMINAL_KEY,
     CHAT_RECOVERING_FLAG_TTL_MS,
@@ -59,13 +59,13 @@ from .constants import (
     REASON_USER_CANCELLED,
     REASON_WORK_BUDGET_EXCEEDED,
 )
-from .context import (
+from .policy.context import (
     ChatRecoveryContext,
     ChatRecoveryExhaustedContext,
     ChatRecoveryKind,
     ChatRecoveryProgressContext,
 )
-from .decision import (
+from .policy.decision import (
     EVENT_ATTEMPT,
     EVENT_COMPLETED,
     EVENT_DETECTED,
@@ -82,7 +82,7 @@ from .decision import (
     evaluate_incident,
     incident_event,
 )
-from .incident import (
+from .policy.incident import (
     ChatRecoveryAttempt,
     ChatRecoveryIncident,
     ChatRecoveryRecordError,
@@ -92,7 +92,7 @@ from .incident import (
     finish_attempt,
     select_stale_incident_keys,
 )
-from .transitions import (
+from .policy.transitions import (
     RecoveryClassification,
     StableTimeoutOutcome,
     Transition,

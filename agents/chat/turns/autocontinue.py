@@ -26,7 +26,7 @@ Unlike the SDK, a scheduled continuation remembers the assistant message whose c
 answered and is dropped if, when its time comes, the transcript no longer ends with that message
 (a user turn came in between): it would otherwise continue the newer reply.
 
-The timer runs on the agent's clock (:func:`~agents.chat.turns.wait_for_time`), so a manual
+The timer runs on the agent's clock (:func:`~agents.chat.turns.queue.wait_for_time`), so a manual
 clock in a test drives it. The state lives in memory, as in the SDK: an eviction forgets a
 scheduled continuation, and the client's next turn repairs the transcript. A ``clear`` (a new
 queue generation) drops what was scheduled before it.
@@ -39,11 +39,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..core.portable import wait_until
-from .parts import SETTLED_TOOL_STATES
-from .repair import tool_name
+from ...core.portable import wait_until
+from ..transcript.parts import SETTLED_TOOL_STATES
+from ..transcript.repair import tool_name
+from .queue import wait_for_time
 from .turn import TurnSpec, new_request_id
-from .turns import wait_for_time
 
 __all__ = ["COALESCE_MS", "AutoContinuation", "has_incomplete_tool_batch"]
 

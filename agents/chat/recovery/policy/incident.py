@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 from urllib.parse import quote
 
-from ...errors import AgentsError
+from ....errors import AgentsError
 from .config import ChatRecoveryConfig
 from .constants import (
     ACTIVE_STATUSES,

@@ -3,14 +3,14 @@
 A UI message is the AI SDK's ``{id, role, parts, [metadata]}`` (:data:`UIMessage`). Clients send
 whole transcripts of them, the agent stores them, and the assistant's reply is built from the
 chunks of the UI-message stream exactly as ``@cloudflare/ai-chat`` 0.12.2 builds it
-(``applyChunkToParts``, see :mod:`agents.chat.parts`, plus the cases of
+(``applyChunkToParts``, see :mod:`agents.chat.transcript.parts`, plus the cases of
 ``AIChatAgent._streamSSEReply``), so the stored message — and therefore what ``/get-messages``
 and transcript snapshots show a client — is the one Cloudflare's server would have stored.
 
 * :class:`AssistantMessage` — the reply being streamed: :meth:`~AssistantMessage.consume` applies
   one chunk and returns what the agent stores and broadcasts for it (research §3.7, §4.3);
 * :func:`plain_text_chunks` — the chunks the SDK synthesises for a plain-text reply (§4.3);
-* what clients send is checked and migrated in :mod:`agents.chat.incoming`;
+* what clients send is checked and migrated in :mod:`agents.chat.transcript.incoming`;
 * :func:`origin_message_ids`, :func:`new_assistant_id`, :func:`normalize_tool_input`.
 """
 
@@ -22,7 +22,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ..core.protocol import dumps
+from ...core.protocol import dumps
 from .chunks import (
     ERROR,
     FINISH,

@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core.connections import Connection
-from . import frames
+from ...core.connections import Connection
+from ..protocol import frames
+from ..streams.resumable import ActiveStream, ResumableStreams
+from ..turns.queue import TurnQueue
 from .replay import replay_frames
-from .streams import ActiveStream, ResumableStreams
-from .turns import TurnQueue
 
 __all__ = ["ResumeHandshake"]
 

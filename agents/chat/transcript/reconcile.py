@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from ..core.protocol import dumps
+from ...core.protocol import dumps
 
 __all__ = ["reconcile_messages"]
 

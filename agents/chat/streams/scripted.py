@@ -32,7 +32,7 @@ from typing import Any
 
 from workers import Response
 
-from .chunks import (
+from ..transcript.chunks import (
     ABORT,
     ERROR,
     FINISH,
@@ -89,7 +89,7 @@ class Reasoning(Text):
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call; see :func:`agents.chat.producers.tool_call` for the chunks. Without
+    """A tool call; see :func:`agents.chat.streams.producers.tool_call` for the chunks. Without
     ``call_id`` the calls of a stream are ``call_1``, ``call_2``…"""
 
     name: str

@@ -1,7 +1,8 @@
 """Replaying a resumable stream to a client that acknowledged ``cf_agent_stream_resuming``.
 
 The frames are the published package's byte for byte (research §1.6, R13–R17): its replay
-builders order keys differently from the live frames of :mod:`agents.chat.frames`, which is why
+builders order keys differently from the live frames of :mod:`agents.chat.protocol.frames`, which
+is why
 they are built here and not there. What is replayed comes from :class:`ResumableStreams`.
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.protocol import dumps
-from .frames import USE_CHAT_RESPONSE, Outcome
-from .streams import ResumableStreams, StreamRecord
+from ...core.protocol import dumps
+from ..protocol.frames import USE_CHAT_RESPONSE, Outcome
+from ..streams.resumable import ResumableStreams, StreamRecord
 
 __all__ = [
     "replay_chunk_frame",

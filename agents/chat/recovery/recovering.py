@@ -34,10 +34,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.portable import wait_until
-from . import frames
-from .incidents import IncidentStore
-from .recovery import (
+from ...core.portable import wait_until
+from ..protocol import frames
+from ..turns.transient import TransientFailure
+from ..turns.turn import TurnSpec, new_request_id
+from . import (
     CHAT_LAST_TERMINAL_KEY,
     CHAT_RECOVERING_KEY,
     EVENT_EXHAUSTED,
@@ -68,8 +69,7 @@ from .recovery import (
     terminal_record,
     transition_incident,
 )
-from .transient import TransientFailure
-from .turn import TurnSpec, new_request_id
+from .incidents import IncidentStore
 
 __all__ = ["RECOVERY_CALLBACK", "TurnRecovery"]
 

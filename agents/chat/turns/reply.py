@@ -7,7 +7,8 @@ chunks, stopping when the turn is aborted, and :func:`is_response` tells a ``Res
 
 Reading a body is portable: ``async for piece in response.body`` yields byte buffers on doemu and
 ``Uint8Array`` proxies on Cloudflare (both have ``to_bytes()``). SSE lines split across reads
-are kept whole (:class:`~agents.chat.chunks.SseDecoder`), and so are UTF-8 characters split
+are kept whole (:class:`~agents.chat.transcript.chunks.SseDecoder`), and so are UTF-8 characters
+split
 across the reads of a plain-text body.
 """
 
@@ -18,9 +19,9 @@ import codecs
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-from .chunks import Chunk, SseDecoder, is_event_stream
-from .messages import plain_text_chunks
-from .turns import wait_for_time
+from ..transcript.chunks import Chunk, SseDecoder, is_event_stream
+from ..transcript.messages import plain_text_chunks
+from .queue import wait_for_time
 
 __all__ = ["AbortScope", "StallWatchdog", "is_response", "reply_chunks"]
 

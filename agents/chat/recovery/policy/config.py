@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
-from ...errors import AgentsError
+from ....errors import AgentsError
 from .context import ChatRecoveryExhaustedContext, ChatRecoveryProgressContext
 
 __all__ = [

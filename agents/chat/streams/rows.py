@@ -1,4 +1,5 @@
-"""The resumable streams' tables and their row types (the store is :mod:`agents.chat.streams`).
+"""The resumable streams' tables and their row types (the store is
+:mod:`agents.chat.streams.resumable`).
 
 **Tables.** ``cf_ai_chat_stream_metadata`` has one row per turn stream: ``status`` is
 ``streaming``, ``completed`` or ``error``; ``request_id`` the turn's request; ``message_id``
@@ -17,8 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..core.sql import execute
-from .frames import Outcome
+from ...core.sql import execute
+from ..protocol.frames import Outcome
 
 __all__ = [
     "SCHEMA",

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..core.protocol import dumps
-from ..errors import InvalidMessageError
+from ...core.protocol import dumps
+from ...errors import InvalidMessageError
 from .messages import UIMessage
 from .parts import (
     copy_key,

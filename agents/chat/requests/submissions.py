@@ -21,16 +21,16 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.portable import wait_until
-from ..core.protocol import dumps
-from ..core.sql import execute, query_rows
-from .incoming import auto_transform_messages, validate_message
-from .messages import UIMessage
-from .turn import TurnSpec, new_request_id
+from ...core.portable import wait_until
+from ...core.protocol import dumps
+from ...core.sql import execute, query_rows
+from ..transcript.incoming import auto_transform_messages, validate_message
+from ..transcript.messages import UIMessage
+from ..turns.turn import TurnSpec, new_request_id
 
 __all__ = ["SUBMISSION_STATUSES", "Submissions", "create_tables"]
 
-_log = logging.getLogger("agents.chat.submissions")
+_log = logging.getLogger("agents.chat.requests.submissions")
 
 SUBMISSION_STATUSES = ("pending", "running", "completed", "aborted", "skipped", "error")
 _FINISHED = ("completed", "aborted", "skipped", "error")

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.protocol import dumps
-from ..errors import AgentsError
+from ...core.protocol import dumps
+from ...errors import AgentsError
 
 __all__ = [
     "CONTEXT_OVERFLOW",

@@ -4,9 +4,9 @@ A client that reconnects mid-turn (or after a restart) acknowledges ``cf_agent_s
 and is sent every stored chunk again, then either "keep listening" or "done" (research §1.6).
 :class:`ResumableStreams` is the store behind that: ``ResumableStream`` of ``agents`` 0.32.0 on
 DESIGN.md's tables. Clients never see tables; they see the frames, and those are the published
-package's byte for byte (:mod:`agents.chat.replay` builds them from this store).
+package's byte for byte (:mod:`agents.chat.requests.replay` builds them from this store).
 
-**Tables** and row types: :mod:`agents.chat.stream_rows`.
+**Tables** and row types: :mod:`agents.chat.streams.rows`.
 
 **Buffering (§3.4).** Chunks are buffered and flushed as one segment when the buffer reaches 10
 chunks; before adding when it already holds 100, or when the new chunk would take it past
@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..core.protocol import dumps
-from ..core.sql import delete_in, execute, query_rows
-from .frames import Outcome
-from .stream_rows import (
+from ...core.protocol import dumps
+from ...core.sql import delete_in, execute, query_rows
+from ..protocol.frames import Outcome
+from .rows import (
     SCHEMA,
     ActiveStream,
     StreamRecord,

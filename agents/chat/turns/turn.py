@@ -1,7 +1,8 @@
 """One chat turn: call ``on_chat_message``, stream its reply, persist the message, end the request.
 
 Per chunk (research §4.3): the chunk is applied to the assistant message
-(:class:`~agents.chat.messages.AssistantMessage` also says what to send in its place), stored in
+(:class:`~agents.chat.transcript.messages.AssistantMessage` also says what to send in its place),
+stored in
 the resumable stream (which gives its ``seq``) and broadcast to every connection not waiting to
 resume. At the end the stream is closed, which ends the wait of the connections told
 ``resuming`` that have not acknowledged (as the SDK's ``_afterStreamFinished`` and
@@ -28,22 +29,22 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.connections import Connection
-from ..core.protocol import dumps
-from . import frames
-from .chunks import (
+from ...core.connections import Connection
+from ...core.protocol import dumps
+from ..protocol import frames
+from ..protocol.frames import ChatFrame
+from ..streams.resumable import ActiveStream
+from ..transcript.chunks import (
     TOOL_APPROVAL_REQUEST,
     TOOL_OUTPUT_AVAILABLE,
     TOOL_OUTPUT_DENIED,
     TOOL_OUTPUT_ERROR,
 )
-from .frames import ChatFrame
-from .messages import AssistantMessage, UIMessage
-from .parts import SETTLED_TOOL_STATES, find_tool_part
+from ..transcript.messages import AssistantMessage, UIMessage
+from ..transcript.parts import SETTLED_TOOL_STATES, find_tool_part
+from .queue import Decision
 from .reply import AbortScope, StallWatchdog, reply_chunks
-from .streams import ActiveStream
 from .transient import TransientFailure, http_refusal, transient_failure
-from .turns import Decision
 
 __all__ = ["ChatMessageOptions", "TurnRunner", "TurnSpec"]
 

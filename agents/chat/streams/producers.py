@@ -10,7 +10,7 @@ AI SDK builds one with ``streamText(...).toUIMessageStreamResponse()``; in Pytho
 * :func:`ui_message_stream` — wraps any content chunks in ``start``/``start-step`` …
   ``finish-step``/``finish``;
 * :func:`ui_message_response` — the ``Response``: SSE body streamed as the chunks come,
-  :data:`~agents.chat.chunks.UI_MESSAGE_STREAM_HEADERS`, ``data: [DONE]`` at the end.
+  :data:`~agents.chat.transcript.chunks.UI_MESSAGE_STREAM_HEADERS`, ``data: [DONE]`` at the end.
 
 So a complete ``on_chat_message`` can be ``return ui_message_response(text_stream(deltas))``.
 
@@ -36,8 +36,8 @@ from js import Object, ReadableStream, TextEncoder
 from pyodide.ffi import create_proxy, to_js
 from workers import Response
 
-from ..core.protocol import dumps
-from .chunks import (
+from ...core.protocol import dumps
+from ..transcript.chunks import (
     FINISH,
     FINISH_STEP,
     START,
@@ -227,7 +227,8 @@ def ui_message_response(
     """A streamed UI-message-stream ``Response`` (``createUIMessageStreamResponse``, §4.2).
 
     One SSE event is enqueued per chunk, as the chunk is produced; ``headers`` are added to (or
-    override) :data:`~agents.chat.chunks.UI_MESSAGE_STREAM_HEADERS`. If producing a chunk raises,
+    override) :data:`~agents.chat.transcript.chunks.UI_MESSAGE_STREAM_HEADERS`. If producing a
+    chunk raises,
     the body errors with that exception (the chat agent's reader sees it, as it would see a
     failed model stream); if the reader cancels, the producer is closed.
     """

@@ -1,6 +1,6 @@
 """Message parts from stream chunks: the SDK's ``applyChunkToParts`` and its tool-call rules.
 
-This is the mechanics under :class:`agents.chat.messages.AssistantMessage`, a port of
+This is the mechanics under :class:`agents.chat.transcript.messages.AssistantMessage`, a port of
 ``agents/src/chat/message-builder.ts`` (``agents`` 0.32.0) and the table of research §3.7: how
 each UI-message stream chunk changes the ``parts`` list of the message being built, which tool
 chunks are *replays* that must not reach clients, and how tool inputs are made provider-safe.
@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ..core.protocol import dumps
+from ...core.protocol import dumps
 from .chunks import (
     DATA_PREFIX,
     FILE,

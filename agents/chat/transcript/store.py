@@ -33,8 +33,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ..core.protocol import dumps
-from ..core.sql import delete_in, execute, query_rows
+from ...core.protocol import dumps
+from ...core.sql import delete_in, execute, query_rows
 from .incoming import is_valid_message
 from .reconcile import reconcile_messages
 

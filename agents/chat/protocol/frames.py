@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from ..core.protocol import dumps
+from ...core.protocol import dumps
 
 __all__ = [
     "CHAT_CLEAR",
@@ -106,7 +106,7 @@ def response_frame(
     Optional keys appear only when set. An in-band error (``error`` and not ``done``) leads with
     ``error``; a thrown one (``error`` and ``done``) has it after ``done``; ``seq`` and
     ``outcome`` come before ``continuation``, ``messageIds`` last (research §1.2). Replayed
-    frames have their own builders (:mod:`agents.chat.streams`).
+    frames have their own builders (:mod:`agents.chat.streams.resumable`).
     """
     frame: dict[str, Any] = {}
     if error and not done:

@@ -28,7 +28,7 @@ import codecs
 import json
 from typing import Any, Final
 
-from ..core.protocol import dumps
+from ...core.protocol import dumps
 
 __all__ = [
     "ABORT",

@@ -12,16 +12,16 @@ import json
 import logging
 from typing import Any
 
-from ..core.connections import Connection
-from ..core.portable import wait_until
-from ..errors import InvalidMessageError
-from . import frames
-from .frames import ChatFrame
-from .incoming import auto_transform_messages, validate_message
-from .messages import origin_message_ids
-from .recovery import CHAT_LAST_TERMINAL_KEY
-from .turn import TurnSpec
-from .turns import TurnSkipped, merge_queued_user_messages, parse_policy, wait_for_time
+from ...core.connections import Connection
+from ...core.portable import wait_until
+from ...errors import InvalidMessageError
+from ..protocol import frames
+from ..protocol.frames import ChatFrame
+from ..recovery import CHAT_LAST_TERMINAL_KEY
+from ..transcript.incoming import auto_transform_messages, validate_message
+from ..transcript.messages import origin_message_ids
+from ..turns.queue import TurnSkipped, merge_queued_user_messages, parse_policy, wait_for_time
+from ..turns.turn import TurnSpec
 
 __all__ = ["chat_error", "chat_request", "enqueue_turn", "merge_queued", "set_messages"]
 

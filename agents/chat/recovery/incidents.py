@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .recovery import CHAT_RECOVERY_PROGRESS_KEY, ChatRecoveryIncident, chat_recovery_incident_key
+from . import CHAT_RECOVERY_PROGRESS_KEY, ChatRecoveryIncident, chat_recovery_incident_key
 
 __all__ = ["IncidentStore"]
 

@@ -1,0 +1,1 @@
+"""The SDK's chat frames on the WebSocket: their types and builders."""

@@ -1,0 +1,1 @@
+"""Bounded recovery's pure policy: config, incidents, decisions, transitions."""

@@ -1,0 +1,1 @@
+"""What the agent does with a client's frames: chat requests, tool results, resume."""

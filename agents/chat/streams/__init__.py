@@ -1,0 +1,1 @@
+"""Resumable streams (the stored chunks of a reply) and what produces them."""

@@ -1,0 +1,1 @@
+"""UI messages: chunks applied to parts, messages, what clients send, storage."""

@@ -1,0 +1,1 @@
+"""One model reply (a turn), the queue of turns, auto-continuation, transient failures."""
