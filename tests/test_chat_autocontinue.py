@@ -14,9 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from agents.chat.streams.scripted import Delay, Script, ScriptedModel, Text, ToolCall
-
 from agents.chat import AIChatAgent, ChatMessageOptions
+from agents.chat.streams.scripted import Delay, Script, ScriptedModel, Text, ToolCall
 from doemu.testing.plugin import HarnessFactory
 
 from .chat_steps import _steps, gated_sleep, step

@@ -11,7 +11,6 @@ import json
 from typing import Any, ClassVar
 
 from agents.chat.streams.scripted import Delay, ScriptedModel, ToolCall
-
 from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually

@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.chat.streams.scripted import Delay, Fail, Raise, ScriptedModel, Text, ToolCall
-
 from agents.chat import AIChatAgent, ChatMessageOptions
+from agents.chat.streams.scripted import Delay, Fail, Raise, ScriptedModel, Text, ToolCall
 from doemu.testing.plugin import HarnessFactory
 
 from .chat_steps import _steps, gated_sleep, step

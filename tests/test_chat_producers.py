@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from workers import DurableObject
+
 from agents.chat.streams.producers import (
     NO_OUTPUT,
     new_tool_call_id,
@@ -32,8 +34,6 @@ from agents.chat.streams.scripted import (
     demo_model,
     last_user_text,
 )
-from workers import DurableObject
-
 from agents.chat.transcript.chunks import UI_MESSAGE_STREAM_HEADERS, SseDecoder
 from agents.chat.transcript.messages import AssistantMessage
 from agents.core.protocol import dumps

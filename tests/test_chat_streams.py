@@ -13,15 +13,15 @@ import json
 import uuid
 from typing import Any, ClassVar
 
+from js import Date
+from workers import DurableObject
+
 from agents.chat.requests.replay import replay_errored_frames, replay_frames
 from agents.chat.streams.resumable import (
     ResumableStreams,
     create_tables,
     stored_chunk_bytes,
 )
-from js import Date
-from workers import DurableObject
-
 from doemu.testing.plugin import HarnessFactory
 
 HOUR = 3_600_000
