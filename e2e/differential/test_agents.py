@@ -1,14 +1,15 @@
-"""The ``agents`` library on doemu and on workerd: routing, state over the SDK's protocol, RPC,
-and a chat turn — the same client script, the same frames.
+"""The ``agents`` library on doemu and on workerd: routing, state over the SDK's protocol, RPC
+— the same client script, the same frames (``e2e/apps/agent_app``, the app Cloudflare's own
+``AgentClient`` drives in the Node interop test).
 
-Three faults once kept these from running on Cloudflare's runtime at all (issue 22): a worker
-importing ``agents.chat`` failed to load (entropy at import), ``route_agent_request`` answered 400
-(it listed bindings with ``dir(env)``, which Cloudflare's env does not support), and a coroutine
-handed to a Durable Object's ``waitUntil`` never ran (so no chat turn happened). Each test below
-fails on workerd if its fault comes back.
+Two faults once kept these from running on Cloudflare's runtime at all (issue 22): a worker
+importing ``agents`` failed to load (entropy at import), and ``route_agent_request`` answered 400
+(it listed bindings with ``dir(env)``, which Cloudflare's env does not support). Each test below
+fails on workerd if its fault comes back. The chat example is ``test_chat.py``; state sync,
+schedules and RPC errors are ``test_agents_features.py``.
 
-* ``e2e/apps/agent_app``: a ``CounterAgent`` behind ``route_agent_request`` (HTTP ``on_request``,
-  the WebSocket protocol: identity, state, ``@callable`` RPC, a state broadcast);
+* ``CounterAgent`` behind ``route_agent_request`` (HTTP ``on_request``, the WebSocket protocol:
+  identity, state, ``@callable`` RPC, a state broadcast, a streaming method).
 """
 
 from __future__ import annotations
