@@ -7,9 +7,9 @@ TypeScript SDK's names to these.
 The tree is the table of contents, layers top to bottom (a module imports only from below):
 
 * ``agent``, ``routing`` — the :class:`Agent` façade; ``route_agent_request`` for the Worker.
-* ``fibers/``, ``schedules/``, ``queue``, ``rpc`` — features the Agent owns, one object each;
-  ``ops`` (the operation ledger of costly calls) and ``usage`` (tokens and cost), whose methods
-  the Agent takes from their mixins.
+* ``fibers/``, ``schedules/``, ``queue``, ``rpc``, ``ops`` (the operation ledger of costly
+  calls), ``usage`` (tokens and cost) — features the Agent owns, one object each, its public
+  methods delegating to them.
 * ``keepalive``, ``retry`` — what those features build on (the heartbeat, back-off).
 * ``core/`` — the façade/feature contract (``host``), SQL and schema, the wire protocol,
   connections and WebSocket events, state, named callbacks.

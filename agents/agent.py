@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -35,7 +36,13 @@ from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
 from .observability import Observability, agent_event, generic_observability
-from .ops import OperationLedger, OperationsMixin
+from .ops import (
+    Operation,
+    OperationFn,
+    OperationLedger,
+    OperationOutcome,
+    OperationRecord,
+)
 from .options import AgentOptions
 from .queue import Queue, QueueItem
 from .retry import RetrySpec
@@ -43,7 +50,7 @@ from .retry import retry as retry_call
 from .rpc import CallableMetadata, Rpc, callable_methods
 from .schedules.scheduler import Scheduler
 from .schedules.types import Schedule
-from .usage import UsageLedger, UsageMixin
+from .usage import ModelPrices, UsageEntry, UsageLedger, UsageTotals
 
 __all__ = ["Agent"]
 
@@ -64,7 +71,7 @@ SCHEMA: tuple[str, ...] = (
 )
 
 
-class Agent(OperationsMixin, UsageMixin, DurableObject):
+class Agent(DurableObject):
     """Base class for durable agents; subclass it and override the ``on_*`` hooks.
 
     ``_core``, ``_state``, ``_schedules``, ``_queue``, ``_fibers``, … are the framework's feature
@@ -75,6 +82,9 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
     observability: ClassVar[Observability | None] = generic_observability
     #: The state an agent starts with (``None``: no initial state). Copied, never shared.
     initial_state: ClassVar[Any] = None
+    #: model → (USD per million input tokens, USD per million output tokens), e.g.
+    #: ``{"gpt-4o": (2.5, 10.0)}``; calls to other models are recorded unpriced.
+    model_prices: ClassVar[ModelPrices] = {}
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
@@ -90,7 +100,8 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
         fiber_ledger = FiberLedger(core)
         self._recovery = FiberRecovery(core, self, self._fiber_runs, fiber_ledger)
         self._fibers = ManagedFibers(core, self, self._fiber_runs, fiber_ledger, self._recovery)
-        self._operations, self._usage = OperationLedger(core), UsageLedger(core)
+        self._operations = OperationLedger(core)
+        self._usage = UsageLedger(core, lambda: self.model_prices)
         core.add_wakeup_sources(self._schedules, self._heartbeat, self._recovery)
         ctx.blockConcurrencyWhile(self._start)
 
@@ -98,7 +109,15 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
     async def _start(self) -> None:
         ensure_schema(self._core.sql, SCHEMA)
         await self._recovery.scan()
-        await self.on_start()
+        try:
+            started = self.on_start()  # a plain ``def on_start`` is fine, as in the TS SDK
+            if inspect.isawaitable(started):
+                await started
+        except Exception:
+            # The activation fails (every request to this instance answers an error until the
+            # next one); the reason must not be lost with it.
+            _log.exception("agent %s: on_start failed; the activation is abandoned", self.name)
+            raise
         self._core.started = True
         self._queue.resume()
         self._core.schedule_next_alarm()
@@ -108,11 +127,15 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
         """Framework hook: the activation has started (work a subclass resumes by itself)."""
 
     async def on_start(self) -> None:
-        """Called once per activation, before any other event, after fiber recovery."""
+        """Called once per activation, before any other event, after fiber recovery (may be a
+        plain ``def``)."""
 
     async def on_error(self, error: BaseException, context: Any = None) -> None:
         """Called when framework-run user code fails (schedules, queue, connections)."""
-        _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
+        if context is None:
+            _log.error("agent %s: %s", self.name, error, exc_info=error)
+        else:
+            _log.error("agent %s: %s (%s)", self.name, error, context, exc_info=error)
 
     def _emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
         """An event (the SDK's ``_emit``) to :attr:`observability`; ``None`` silences the agent."""
@@ -448,3 +471,91 @@ class Agent(OperationsMixin, UsageMixin, DurableObject):
     ) -> int:
         """Delete terminal records (default: completed, aborted, error), oldest settled first."""
         return await self._fibers.delete_fibers(status, settled_before=settled_before, limit=limit)
+
+    # -- costly operations and their usage (agents.ops, agents.usage) -------------------------
+    def operation(
+        self,
+        kind: str,
+        args: Any = None,
+        *,
+        turn: str | int | None = None,
+        idempotent: bool = False,
+    ) -> Operation:
+        """A costly call, ``async with self.operation(kind, args, turn=...) as op:`` (nothing
+        is written until it is entered; see :mod:`agents.ops` for what the body may do)."""
+        return self._operations.operation(kind, args, turn=turn, idempotent=idempotent)
+
+    async def run_operation(
+        self,
+        kind: str,
+        args: Any,
+        fn: OperationFn,
+        *,
+        turn: str | int | None = None,
+        idempotent: bool = False,
+    ) -> OperationOutcome:
+        """Await ``fn(op)`` unless replayed or ambiguous (see :meth:`OperationLedger.run`)."""
+        return await self._operations.run(kind, args, fn, turn=turn, idempotent=idempotent)
+
+    def operations(
+        self,
+        status: str | None = None,
+        kind: str | None = None,
+        turn: str | None = None,
+        limit: int = 100,
+    ) -> list[OperationRecord]:
+        """Ledger rows matching every filter given, newest started first."""
+        return self._operations.records(status, kind, turn, limit)
+
+    def pending_operations(self) -> list[OperationRecord]:
+        """Started, never settled and not running now: what recovery must judge."""
+        return self._operations.pending()
+
+    def forget_operations(self, *, before_ms: int | None = None, turn: str | None = None) -> int:
+        """Delete settled rows (or every row of ``turn``); returns how many."""
+        return self._operations.forget(before_ms=before_ms, turn=turn)
+
+    def record_usage(
+        self,
+        *,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        turn: str | None = None,
+        op_id: str | None = None,
+        cost: float | None = None,
+        kind: str = "llm",
+        partial: bool = False,
+    ) -> UsageEntry:
+        """Record one call's tokens (and cost: given, or from ``model_prices``) durably; see
+        :meth:`UsageLedger.record`."""
+        return self._usage.record(
+            provider=provider, model=model, input_tokens=input_tokens, output_tokens=output_tokens,
+            turn=turn, op_id=op_id, cost=cost, kind=kind, partial=partial,
+        )  # fmt: skip
+
+    def update_usage(
+        self,
+        entry_id: int,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        partial: bool,
+        cost: float | None = None,
+    ) -> UsageEntry:
+        """Replace the tokens (and cost) of entry ``entry_id``; see :meth:`UsageLedger.update`."""
+        return self._usage.update(
+            entry_id, input_tokens=input_tokens, output_tokens=output_tokens, partial=partial,
+            cost=cost,
+        )  # fmt: skip
+
+    def usage(self, turn: str | None = None, op_id: str | None = None) -> UsageTotals:
+        """Token and cost sums for ``turn`` and/or ``op_id``, or for the whole agent."""
+        return self._usage.totals(turn, op_id)
+
+    def usage_entries(
+        self, turn: str | None = None, limit: int = 1000, op_id: str | None = None
+    ) -> list[UsageEntry]:
+        """Recorded calls (of ``turn`` and/or ``op_id`` when given), newest first."""
+        return self._usage.entries(turn, limit, op_id)

@@ -48,7 +48,6 @@ __all__ = [
     "OperationLedger",
     "OperationOutcome",
     "OperationRecord",
-    "OperationsMixin",
     "canonical_json",
     "operation_id",
 ]
@@ -165,9 +164,15 @@ class OperationOutcome:
     ambiguity: str | None
 
 
+#: The body ``run_operation`` calls with the entered operation (may be ``async``).
+OperationFn = Callable[["Operation"], Awaitable[Any] | Any]
+
+
 class OperationLedger:
-    """One activation's side of ``cf_agents_operations``: the core it writes through and the
-    ids it has in flight (a ``started`` row not in this set was left by an earlier one)."""
+    """The operation ledger, a feature the Agent owns: ``cf_agents_operations`` through the
+    core, and the ids this activation has in flight (a ``started`` row not in this set was left
+    by an earlier one). The Agent's ``operation``, ``run_operation``, ``operations``,
+    ``pending_operations`` and ``forget_operations`` delegate here."""
 
     __slots__ = ("core", "in_flight")
     #: The tables this feature owns (the Agent ensures them at every activation).
@@ -180,6 +185,87 @@ class OperationLedger:
     def read(self, op_id: str) -> dict[str, Any] | None:
         rows = self.core.sql(f"SELECT {_COLUMNS} FROM cf_agents_operations WHERE id = ?", op_id)
         return rows[0] if rows else None
+
+    def operation(
+        self,
+        kind: str,
+        args: Any = None,
+        *,
+        turn: str | int | None = None,
+        idempotent: bool = False,
+    ) -> Operation:
+        """A costly call, ``async with self.operation(kind, args, turn=...) as op:`` (nothing
+        is written until it is entered; see :mod:`agents.ops` for what the body may do)."""
+        return Operation(self, kind, args, turn, idempotent)
+
+    async def run(
+        self,
+        kind: str,
+        args: Any,
+        fn: OperationFn,
+        *,
+        turn: str | int | None = None,
+        idempotent: bool = False,
+    ) -> OperationOutcome:
+        """Await ``fn(op)`` unless replayed or ambiguous; what ``fn`` returns is the result
+        unless it called ``op.complete`` itself. Its errors propagate (``failed``)."""
+        async with self.operation(kind, args, turn=turn, idempotent=idempotent) as op:
+            if not (op.replayed or op.ambiguous):
+                value = fn(op)
+                if inspect.isawaitable(value):
+                    value = await value
+                if not op.completed:
+                    op.complete(value)
+        assert op.status is not None
+        return OperationOutcome(op.id, op.status, op.result, op.ambiguity)
+
+    def records(
+        self,
+        status: str | None = None,
+        kind: str | None = None,
+        turn: str | None = None,
+        limit: int = 100,
+    ) -> list[OperationRecord]:
+        """Ledger rows matching every filter given, newest started first."""
+        if status is not None and status not in _RECORD_STATUSES:
+            raise OperationError(f"unknown operation status {status!r}; one of {_RECORD_STATUSES}")
+        where, params = ["1"], []
+        for column, value in (("status", status), ("kind", kind), ("turn", _turn_text(turn))):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        rows = self.core.sql(
+            f"SELECT {_COLUMNS} FROM cf_agents_operations WHERE {' AND '.join(where)} "
+            "ORDER BY started_at DESC, rowid DESC LIMIT ?",
+            *params,
+            max(int(limit), 0),
+        )
+        return [_record(row) for row in rows]
+
+    def pending(self) -> list[OperationRecord]:
+        """Started, never settled and not running now — left by an earlier activation (or
+        cancelled): what recovery must judge. Oldest first; rows in flight are not pending."""
+        ledger = self
+        rows = ledger.core.sql(
+            f"SELECT {_COLUMNS} FROM cf_agents_operations WHERE status = 'started' "
+            "ORDER BY started_at ASC, rowid ASC"
+        )
+        return [_record(row) for row in rows if row["id"] not in ledger.in_flight]
+
+    def forget(self, *, before_ms: int | None = None, turn: str | None = None) -> int:
+        """Delete settled rows (``completed``/``failed``), or every row of ``turn`` when given;
+        with ``before_ms``, only those settled (or started) before it. Rows in flight stay.
+        Returns how many rows were deleted."""
+        ledger = self
+        where = ["status IN ('completed', 'failed')" if turn is None else "turn = ?"]
+        params: list[Any] = [] if turn is None else [_turn_text(turn)]
+        if before_ms is not None:
+            where.append("COALESCE(completed_at, started_at) < ?")
+            params.append(int(before_ms))
+        query = f"SELECT id FROM cf_agents_operations WHERE {' AND '.join(where)}"
+        ids = [r["id"] for r in ledger.core.sql(query, *params) if r["id"] not in ledger.in_flight]
+        delete_in(ledger.core.ctx.storage.sql, "cf_agents_operations", "id", ids)
+        return len(ids)
 
 
 class Operation:
@@ -334,97 +420,3 @@ class Operation:
 
     def __repr__(self) -> str:
         return f"<Operation {self.id} {self.kind!r} turn={self.turn!r} status={self.status}>"
-
-
-#: The body ``run_operation`` calls with the entered operation (may be ``async``).
-OperationFn = Callable[[Operation], Awaitable[Any] | Any]
-
-
-class OperationsMixin:
-    """The Agent's operation-ledger methods; the Agent builds ``_operations`` in ``__init__``.
-
-    A mixin rather than more delegating methods on the façade, which has no room left."""
-
-    __slots__ = ()
-    _operations: OperationLedger
-
-    def operation(
-        self,
-        kind: str,
-        args: Any = None,
-        *,
-        turn: str | int | None = None,
-        idempotent: bool = False,
-    ) -> Operation:
-        """A costly call, ``async with self.operation(kind, args, turn=...) as op:`` (nothing
-        is written until it is entered; see :mod:`agents.ops` for what the body may do)."""
-        return Operation(self._operations, kind, args, turn, idempotent)
-
-    async def run_operation(
-        self,
-        kind: str,
-        args: Any,
-        fn: OperationFn,
-        *,
-        turn: str | int | None = None,
-        idempotent: bool = False,
-    ) -> OperationOutcome:
-        """Await ``fn(op)`` unless replayed or ambiguous; what ``fn`` returns is the result
-        unless it called ``op.complete`` itself. Its errors propagate (``failed``)."""
-        async with self.operation(kind, args, turn=turn, idempotent=idempotent) as op:
-            if not (op.replayed or op.ambiguous):
-                value = fn(op)
-                if inspect.isawaitable(value):
-                    value = await value
-                if not op.completed:
-                    op.complete(value)
-        assert op.status is not None
-        return OperationOutcome(op.id, op.status, op.result, op.ambiguity)
-
-    def operations(
-        self,
-        status: str | None = None,
-        kind: str | None = None,
-        turn: str | None = None,
-        limit: int = 100,
-    ) -> list[OperationRecord]:
-        """Ledger rows matching every filter given, newest started first."""
-        if status is not None and status not in _RECORD_STATUSES:
-            raise OperationError(f"unknown operation status {status!r}; one of {_RECORD_STATUSES}")
-        where, params = ["1"], []
-        for column, value in (("status", status), ("kind", kind), ("turn", _turn_text(turn))):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        rows = self._operations.core.sql(
-            f"SELECT {_COLUMNS} FROM cf_agents_operations WHERE {' AND '.join(where)} "
-            "ORDER BY started_at DESC, rowid DESC LIMIT ?",
-            *params,
-            max(int(limit), 0),
-        )
-        return [_record(row) for row in rows]
-
-    def pending_operations(self) -> list[OperationRecord]:
-        """Started, never settled and not running now — left by an earlier activation (or
-        cancelled): what recovery must judge. Oldest first; rows in flight are not pending."""
-        ledger = self._operations
-        rows = ledger.core.sql(
-            f"SELECT {_COLUMNS} FROM cf_agents_operations WHERE status = 'started' "
-            "ORDER BY started_at ASC, rowid ASC"
-        )
-        return [_record(row) for row in rows if row["id"] not in ledger.in_flight]
-
-    def forget_operations(self, *, before_ms: int | None = None, turn: str | None = None) -> int:
-        """Delete settled rows (``completed``/``failed``), or every row of ``turn`` when given;
-        with ``before_ms``, only those settled (or started) before it. Rows in flight stay.
-        Returns how many rows were deleted."""
-        ledger = self._operations
-        where = ["status IN ('completed', 'failed')" if turn is None else "turn = ?"]
-        params: list[Any] = [] if turn is None else [_turn_text(turn)]
-        if before_ms is not None:
-            where.append("COALESCE(completed_at, started_at) < ?")
-            params.append(int(before_ms))
-        query = f"SELECT id FROM cf_agents_operations WHERE {' AND '.join(where)}"
-        ids = [r["id"] for r in ledger.core.sql(query, *params) if r["id"] not in ledger.in_flight]
-        delete_in(ledger.core.ctx.storage.sql, "cf_agents_operations", "id", ids)
-        return len(ids)

@@ -25,6 +25,7 @@ __all__ = [
     "InvalidIdError",
     "LimitExceededError",
     "LoaderError",
+    "NotEmulatedError",
     "ObjectResetError",
     "RpcError",
     "SqlError",
@@ -33,6 +34,7 @@ __all__ = [
     "StreamError",
     "WebSocketError",
     "error_text",
+    "not_emulated",
 ]
 
 
@@ -129,6 +131,14 @@ class FetchError(DoemuError, OSError):
     """
 
 
+class NotEmulatedError(DoemuError, AttributeError):
+    """A Cloudflare API that exists on Cloudflare but that doemu does not emulate.
+
+    An ``AttributeError`` (so ``hasattr``/``getattr(obj, name, default)`` treat it as absent), with
+    a message that says it is a real API, not a typo, and what to do instead.
+    """
+
+
 class ConfigError(DoemuError):
     """wrangler.toml / wrangler.jsonc / doemu settings are invalid."""
 
@@ -153,3 +163,11 @@ def error_text(exc: BaseException) -> str:
     """An error's text for doemu's own surfaces (admin API, CLI, logs): a JavaScript error's
     message without its ``"Name: "`` prefix, any other error as ``str()`` gives it."""
     return exc.message if isinstance(exc, JsException) else str(exc)
+
+
+def not_emulated(owner: str, name: str, what: str) -> NotEmulatedError:
+    """The error for ``owner.name``: Cloudflare has it (``what``), doemu does not."""
+    return NotEmulatedError(
+        f"{owner}.{name} is a Cloudflare API that doemu does not emulate ({what}); see the "
+        "README's table of what is not emulated"
+    )

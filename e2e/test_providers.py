@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,6 @@ from typing import Any
 import pytest
 import websockets
 
-from agents.providers import CONTINUE_INSTRUCTION
 from doemu.testing.devserver import DevServer, DevServerFactory
 from doemu.testing.fake_providers import CounterServer, FakeLLM, Reply, Text, ToolUse
 from tests.polling import eventually_sync
@@ -130,21 +130,53 @@ class Chat:
                           "coalesce(sum(output_tokens), 0) AS o FROM cf_agents_usage")  # fmt: skip
         return int(row["i"]), int(row["o"])
 
+    def usage_rows(self) -> list[tuple[int, int, bool]]:
+        """``(input, output, partial)`` of each usage entry, oldest first."""
+        rows = self.sql("SELECT input_tokens AS i, output_tokens AS o, partial AS p "
+                        "FROM cf_agents_usage ORDER BY id")  # fmt: skip
+        return [(int(r["i"]), int(r["o"]), bool(r["p"])) for r in rows]
+
+    def usage_totals(self) -> dict[str, Any]:
+        """What ``usage()`` answers, asked over HTTP (wakes the object)."""
+        with urllib.request.urlopen(f"{self.server.url}{self.path}/usage", timeout=20) as answer:
+            totals: dict[str, Any] = json.loads(answer.read())
+        return totals
+
 
 def _clean(server: DevServer) -> None:
     assert "Traceback" not in server.output
 
 
+def stored_events(llm: FakeLLM, response_id: str) -> list[dict[str, Any]]:
+    """Every event of a stored response, read as a client would (retrieving never bills)."""
+    url = f"{llm.url}/v1/responses/{response_id}?stream=true"
+    request = urllib.request.Request(url, headers={"authorization": "Bearer test-key"})
+    with urllib.request.urlopen(request, timeout=20) as answer:
+        lines = answer.read().decode().splitlines()
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+
+
 def test_openai_responses_killed_after_create_is_retrieved_not_regenerated(
     server: DevServer, llm: FakeLLM
 ) -> None:
+    """1. A background response streams 30 of 60 words, then waits.
+    2. SIGKILL once a partial reached storage; the response finishes while the agent is dead.
+    3. On restart the agent re-attaches with ``starting_after`` = the text cursor it stored for
+       the persisted text (every 10 deltas: the newest the persisted text covers), reads only
+       what follows, and drops the few words re-read that storage already had.
+    4. One create, one bill, one usage entry (opened partial, completed by the retrieve)."""
     llm.script(Reply(Text(*words(0, 60)), hold_after=30))
     chat = Chat(server, "ResponsesChat", "retrieve")
     chat.send("tell me", until_chunks=20)
     llm.wait_held(timeout=10)
     eventually_sync(lambda: chat.checkpoint().get("handle"), within=10, what="the response id")
-    eventually_sync(lambda: chat.persisted_text(), within=10, what="a persisted partial")
+    eventually_sync(lambda: len(chat.persisted_text().split()) >= 10, within=10,
+                    what="a persisted partial of 10 words or more")  # fmt: skip
+    eventually_sync(lambda: chat.usage_rows() == [(0, 30, True)], within=10,
+                    what="the running request's output, counted as it streamed")  # fmt: skip
     server.kill()
+    persisted = len(chat.persisted_text().split())
+    response_id = chat.checkpoint()["handle"]["responseId"]
     llm.release()  # the background generation finishes while the agent is dead
     server.start()
     whole = "".join(words(0, 60))
@@ -152,18 +184,33 @@ def test_openai_responses_killed_after_create_is_retrieved_not_regenerated(
                     within=30, what="the whole reply, retrieved")  # fmt: skip
     stats = llm.stats
     assert stats.requests["responses.create"] == 1
-    assert stats.requests["responses.retrieve"] >= 1
     assert len(stats.generations) == 1
+    (retrieval,) = stats.retrievals
+    deltas = [e["sequence_number"] for e in stored_events(llm, response_id)
+              if e["type"] == "response.output_text.delta"]  # fmt: skip
+    cursor = deltas[10 * (persisted // 10) - 1]  # the newest cursor the persisted text covers
+    assert retrieval.starting_after == cursor
+    assert retrieval.sent[0] == cursor + 1  # nothing before the cursor was read again
+    assert list(retrieval.sent) == list(range(cursor + 1, cursor + 1 + len(retrieval.sent)))
+    reread = [seq for seq in retrieval.sent if seq in deltas[:persisted]]
+    assert len(reread) == persisted % 10  # persisted words past the cursor, read and dropped
     assert chat.usage() == (stats.billed_input_tokens, stats.billed_output_tokens)
+    assert [partial for _, _, partial in chat.usage_rows()] == [False]
     _clean(server)
 
 
 def test_anthropic_continues_the_partial_as_a_prefill_once(server: DevServer, llm: FakeLLM) -> None:
+    """The continuation is one request, and the cut one still counts: its input tokens as
+    ``message_start`` reported them, its output as counted while it streamed (20 of the 25
+    deltas, written every 10), in a partial entry — ``usage()`` says the totals are a lower
+    bound."""
     llm.script(Reply(Text(*words(0, 40)), hold_after=25))
     chat = Chat(server, "AnthropicChat", "prefill")
     chat.send("tell me", until_chunks=20)
     llm.wait_held(timeout=10)
     eventually_sync(lambda: chat.persisted_text(), within=10, what="a persisted partial")
+    eventually_sync(lambda: [r[1:] for r in chat.usage_rows()] == [(20, True)], within=10,
+                    what="the cut request's output, counted as it streamed")  # fmt: skip
     server.kill()
     partial = chat.persisted_text()
     done = len(partial.split())
@@ -179,15 +226,28 @@ def test_anthropic_continues_the_partial_as_a_prefill_once(server: DevServer, ll
     last = requests[1]["messages"][-1]
     assert last["role"] == "assistant"
     assert "".join(b["text"] for b in last["content"]) == partial.rstrip()
+    cut, continuation = llm.stats.generations
+    assert chat.usage_rows() == [
+        (cut.input_tokens, 20, True),
+        (continuation.input_tokens, continuation.output_tokens, False),
+    ]
+    totals = chat.usage_totals()
+    assert totals["input_tokens"] == llm.stats.billed_input_tokens  # every input was counted
+    assert totals["output_tokens"] <= llm.stats.billed_output_tokens
+    assert (totals["partial_calls"], totals["tokens_lower_bound"]) == (1, True)
     _clean(server)
 
 
-def test_chat_completions_retries_once_with_the_prefill(server: DevServer, llm: FakeLLM) -> None:
+def test_chat_completions_retries_once_with_the_partial_as_the_last_message(
+    server: DevServer, llm: FakeLLM
+) -> None:
     llm.script(Reply(Text(*words(0, 40)), hold_after=25))
     chat = Chat(server, "CompletionsChat", "retry")
     chat.send("tell me", until_chunks=20)
     llm.wait_held(timeout=10)
     eventually_sync(lambda: chat.persisted_text(), within=10, what="a persisted partial")
+    eventually_sync(lambda: chat.usage_rows() == [(0, 20, True)], within=10,
+                    what="the cut request's output (its input comes only at the end)")  # fmt: skip
     server.kill()
     partial = chat.persisted_text()
     llm.script(Reply(Text(*words(len(partial.split()), 40))))
@@ -198,9 +258,12 @@ def test_chat_completions_retries_once_with_the_prefill(server: DevServer, llm: 
                     within=30, what="one reply")  # fmt: skip
     requests = llm.requests("chat")
     assert len(requests) == 2
-    retry = requests[1]["messages"]
-    assert retry[-2] == {"role": "assistant", "content": partial}
-    assert retry[-1] == {"role": "user", "content": CONTINUE_INSTRUCTION}
+    retry = requests[1]["messages"]  # the AI SDK's continuation prompt: [.., user, partial]
+    assert retry[-2:] == [{"role": "user", "content": "tell me"},
+                          {"role": "assistant", "content": partial}]  # fmt: skip
+    retried = llm.stats.generations[1]
+    assert chat.usage_rows() == [(0, 20, True),
+                                 (retried.input_tokens, retried.output_tokens, False)]  # fmt: skip
     _clean(server)
 
 

@@ -19,6 +19,11 @@ from doemu.clock import ManualClock
 from doemu.testing.plugin import HarnessFactory
 
 START_MS = 1_700_000_000_000
+V1_USAGE_TABLE = """CREATE TABLE cf_agents_usage (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, turn TEXT, op_id TEXT,
+  kind TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL, input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL, cost REAL NOT NULL, priced INTEGER NOT NULL
+)"""
 
 
 class Metered(Agent):
@@ -30,8 +35,30 @@ class Metered(Agent):
     async def totals(self, turn: str | None = None, op_id: str | None = None) -> dict[str, Any]:
         return self.usage(turn, op_id).to_dict()
 
-    async def entries(self, turn: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        return [e.to_dict() for e in self.usage_entries(turn, limit)]
+    async def entries(
+        self, turn: str | None = None, limit: int = 1000, op_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        return [e.to_dict() for e in self.usage_entries(turn, limit, op_id)]
+
+    async def update(self, entry_id: int, counts: dict[str, Any]) -> dict[str, Any]:
+        return self.update_usage(entry_id, **counts).to_dict()
+
+    async def refused_update(self, entry_id: int, counts: dict[str, Any]) -> str:
+        try:
+            self.update_usage(entry_id, **counts)
+        except UsageError as exc:
+            return str(exc)
+        return ""
+
+    async def downgrade_to_version_1(self) -> None:
+        """The usage table as version 1 of the schema left it, with one old row."""
+        self.sql("DROP TABLE cf_agents_usage")
+        self.sql(V1_USAGE_TABLE)
+        self.sql(
+            "INSERT INTO cf_agents_usage (at, kind, provider, model, input_tokens, "
+            "output_tokens, cost, priced) VALUES (1, 'llm', 'acme', 'big', 7, 3, 0.0, 0)"
+        )
+        self.sql("UPDATE cf_agents_schema SET version = 1")
 
     async def refused(self, entries: list[dict[str, Any]]) -> list[str]:
         out = []
@@ -52,6 +79,10 @@ def _call(model: str, tokens_in: int, tokens_out: int, **extra: Any) -> dict[str
         "output_tokens": tokens_out,
         **extra,
     }
+
+
+def counts(tokens_in: int, tokens_out: int, *, partial: bool) -> dict[str, Any]:
+    return {"input_tokens": tokens_in, "output_tokens": tokens_out, "partial": partial}
 
 
 @pytest.fixture
@@ -82,6 +113,7 @@ async def test_an_entry_is_priced_from_the_class_prices(metered: Any) -> None:
         "output_tokens": 500,
         "cost": pytest.approx((1_000 * 3.0 + 500 * 15.0) / 1e6),
         "priced": True,
+        "partial": False,
         "total_tokens": 1_500,
     }
     unpriced = await stub.record(_call("mystery", 10, 20, kind="embedding"))
@@ -112,6 +144,7 @@ async def test_sums_per_turn_per_operation_and_per_agent(metered: Any) -> None:
         "cost": pytest.approx(4.5),
         "calls": 1,
         "unpriced_calls": 0,
+        "partial_calls": 0,
     }
     op_b = await stub.totals(None, "op_b")
     assert (op_b["calls"], op_b["cost"]) == (2, pytest.approx(1.75))
@@ -200,4 +233,61 @@ async def test_usage_recorded_event(metered: Any) -> None:
         "outputTokens": 1_000,
         "cost": pytest.approx((4_000 * 0.25 + 1_000 * 1.25) / 1e6),
         "priced": True,
+        "partial": False,
     }
+
+
+async def test_a_partial_entry_is_completed_in_place_and_totals_say_lower_bound(
+    metered: Any,
+) -> None:
+    """A request cut before its usage was reported: input known at its start, output counted as
+    it streamed. Its entry is partial until the provider's report replaces it (one request, one
+    entry); while any entry is partial, the totals say they are lower bounds."""
+    _h, stub, _name = metered
+    opened = await stub.record(_call("big", 1_000, 0, turn="t1", op_id="op_cut", partial=True))
+    assert (opened["partial"], opened["output_tokens"]) == (True, 0)
+    counted = await stub.update(opened["id"], counts(1_000, 40, partial=True))
+    assert counted["cost"] == pytest.approx((1_000 * 3.0 + 40 * 15.0) / 1e6)
+    await stub.record(_call("big", 1_200, 60, turn="t1", op_id="op_next"))
+    totals = await stub.totals("t1")
+    assert (totals["calls"], totals["partial_calls"]) == (2, 1)
+    assert (totals["input_tokens"], totals["output_tokens"]) == (2_200, 100)
+    assert totals["tokens_lower_bound"] is True and totals["cost_lower_bound"] is True
+    assert totals["by_model"]["big"]["partial_calls"] == 1
+    (entry,) = await stub.entries(None, 10, "op_cut")
+    assert entry["id"] == opened["id"] and entry["partial"] is True
+
+    final = await stub.update(opened["id"], counts(1_000, 45, partial=False))
+    assert final["partial"] is False and final["at"] == opened["at"]
+    totals = await stub.totals("t1")
+    assert (totals["calls"], totals["partial_calls"], totals["output_tokens"]) == (2, 0, 105)
+    assert totals["tokens_lower_bound"] is False and totals["cost_lower_bound"] is False
+    unpriced = await stub.record(_call("mystery", 1, 1, turn="t3"))
+    assert unpriced["priced"] is False
+    t3 = await stub.totals("t3")
+    assert t3["tokens_lower_bound"] is False and t3["cost_lower_bound"] is True
+
+
+async def test_an_update_names_what_is_wrong(metered: Any) -> None:
+    _h, stub, _name = metered
+    assert await stub.refused_update(99, counts(1, 1, partial=False)) == "no usage entry 99"
+    entry = await stub.record(_call("big", 1, 1))
+    assert await stub.refused_update(entry["id"], counts(-1, 1, partial=False)) == (
+        "input_tokens must not be negative, got -1"
+    )
+
+
+async def test_a_version_1_database_gains_the_partial_column(
+    doemu_harness: HarnessFactory, unique_name: Callable[[str], str]
+) -> None:
+    """A database written before partial entries existed: the migration adds the column and
+    its old rows read as complete."""
+    h = await doemu_harness({"METERED": Metered}, clock=ManualClock(START_MS))
+    name = unique_name("old-schema")
+    stub = h.env.METERED.getByName(name)
+    await stub.downgrade_to_version_1()
+    h.reset("METERED", name, "the new code is deployed")
+    totals = await stub.totals()
+    assert (totals["calls"], totals["input_tokens"], totals["partial_calls"]) == (1, 7, 0)
+    (entry,) = await stub.entries()
+    assert entry["partial"] is False

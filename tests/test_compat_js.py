@@ -23,6 +23,7 @@ from doemu.compat.js import (
     console,
 )
 from doemu.compat.pyodide.ffi import JsProxy, to_js
+from doemu.errors import NotEmulatedError
 
 
 def test_date_now_defaults_to_the_system_clock() -> None:
@@ -145,7 +146,7 @@ def test_websocket_constants_and_outbound_refusal() -> None:
         2,
         3,
     )
-    with pytest.raises(NotImplementedError, match="outbound WebSockets"):
+    with pytest.raises(NotEmulatedError, match="outbound WebSocket"):
         WebSocket.new("wss://example.com")
 
 

@@ -15,16 +15,22 @@ from typing import Any, ClassVar
 
 import pytest
 
+import agents.providers as providers
 from agents import observability as obs
 from agents.chat import AIChatAgent, ChatMessageOptions
 from agents.chat.overflow import default_context_overflow_classifier
 from agents.providers import (
+    CONTINUE_INSTRUCTION,
     AnthropicMessages,
     OpenAIChatCompletions,
     OpenAIResponses,
     ProviderConfigError,
     Tool,
+    anthropic_messages,
+    chat_messages,
+    items_from_messages,
     model_reply,
+    responses_input,
 )
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from doemu.testing.plugin import HarnessFactory
@@ -42,7 +48,7 @@ LOOKUPS: list[dict[str, Any]] = []
 
 
 async def lookup(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    LOOKUPS.append({"args": args, "key": ctx.idempotency_key})
+    LOOKUPS.append({"args": args, "key": ctx.idempotency_key, "env": ctx.env})
     return {"hits": 3}
 
 
@@ -111,6 +117,71 @@ def kinds(kind: str) -> type[LoopChat]:
     return type(f"{kind.title()}Chat", (LoopChat,), {"kind": kind})
 
 
+CALL_ARGS = json.dumps({"q": "cats"})
+RESULT = json.dumps({"hits": 3})
+#: The request after the tool call, to the byte (every body also passed the fake's check against
+#: the SDK's request type and the API's rules across messages, or it would have been a 400).
+FOLLOW_UP: dict[str, dict[str, Any]] = {
+    "responses": {
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "cats?"},
+            {"role": "assistant", "content": "let me look"},
+            {"type": "function_call", "call_id": "call_1", "name": "lookup",
+             "arguments": CALL_ARGS},
+            {"type": "function_call_output", "call_id": "call_1", "output": RESULT},
+        ],
+        "stream": True, "store": True, "background": True, "instructions": "Be terse.",
+    },
+    "chat": {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "cats?"},
+            {"role": "assistant", "content": "let me look", "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "lookup", "arguments": CALL_ARGS}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": RESULT},
+        ],
+        "stream": True, "stream_options": {"include_usage": True},
+    },
+    "anthropic": {
+        "model": "m", "max_tokens": 4096, "stream": True, "system": "Be terse.",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "cats?"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "let me look"},
+                {"type": "tool_use", "id": "call_1", "name": "lookup", "input": {"q": "cats"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": RESULT}]},
+        ],
+    },
+}  # fmt: skip
+ASK = {"type": "object", "properties": {}}
+TOOL_SPECS: dict[str, list[dict[str, Any]]] = {
+    "responses": [
+        {"type": "function", "name": "lookup", "description": "Look something up.",
+         "parameters": {"type": "object"}, "strict": False},
+        {"type": "function", "name": "ask_user",
+         "description": "Ask the user (answered in the browser).", "parameters": ASK,
+         "strict": False},
+    ],
+    "chat": [
+        {"type": "function", "function": {"name": "lookup", "description": "Look something up.",
+                                          "parameters": {"type": "object"}}},
+        {"type": "function", "function": {
+            "name": "ask_user", "description": "Ask the user (answered in the browser).",
+            "parameters": ASK}},
+    ],
+    "anthropic": [
+        {"name": "lookup", "description": "Look something up.",
+         "input_schema": {"type": "object"}},
+        {"name": "ask_user", "description": "Ask the user (answered in the browser).",
+         "input_schema": ASK},
+    ],
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("kind", list(PROVIDERS))
 async def test_text_and_a_server_tool_over_two_steps(
     doemu_harness: HarnessFactory, llm: FakeLLM, kind: str
@@ -129,9 +200,10 @@ async def test_text_and_a_server_tool_over_two_steps(
     assert tool["state"] == "output-available" and tool["output"] == {"hits": 3}
     (call,) = LOOKUPS
     assert call["args"] == {"q": "cats"} and call["key"].startswith("op_")
-    second = llm.requests(API[kind])[1]
-    assert "hits" in json.dumps(second)  # the tool's result went back to the model
-    assert "Be terse." in json.dumps(llm.requests(API[kind])[0])
+    assert call["env"].OPENAI_BASE_URL == f"{llm.url}/v1"  # the tool's ctx.env is the agent's
+    first, second = llm.requests(API[kind])
+    assert {k: v for k, v in second.items() if k != "tools"} == FOLLOW_UP[kind]
+    assert first["tools"] == second["tools"] == TOOL_SPECS[kind]
     finish = [c for c in a.chunks("r1") if c["type"] == "finish"]
     assert finish[-1]["messageMetadata"] == {"finishReason": "stop"}
     stats = llm.stats
@@ -172,7 +244,13 @@ async def test_a_client_tool_ends_the_reply_and_its_answer_continues_the_message
     assert [p["type"] for p in reply["parts"]] == ["step-start", "tool-ask_user", "step-start",
                                                    "text"]  # fmt: skip
     second = llm.requests("messages")[1]["messages"]
-    assert second[-1]["content"][0]["type"] == "tool_result"
+    assert second == [
+        {"role": "user", "content": [{"type": "text", "text": "do it"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_ask",
+                                           "name": "ask_user", "input": {"question": "sure?"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_ask",
+                                      "content": json.dumps({"answer": "yes"})}]},
+    ]  # fmt: skip
     assert LOOKUPS == []
 
 
@@ -284,3 +362,42 @@ async def test_the_proactive_guard_compacts_before_a_step_over_the_threshold(
     assert [m["id"] for m in messages[:2]] == ["summary", "u1"]
     assert text_of(messages[-1]) == "done"
     assert [p["type"] for p in messages[-1]["parts"]][:2] == ["step-start", "tool-lookup"]
+
+
+def test_a_partial_is_continued_as_the_last_message_unless_an_instruction_is_asked_for() -> None:
+    """Chat completions' continuation prompt is the AI SDK's — the conversation with the partial
+    answer last — and ``prefill_instruction`` adds a user message after it, opt-in."""
+    items = [providers.Text("user", "tell me"), providers.Text("assistant", "Once upon")]
+    partial = {"role": "assistant", "content": "Once upon"}
+    assert chat_messages(items) == [{"role": "user", "content": "tell me"}, partial]
+    assert chat_messages(items, "Be terse.", CONTINUE_INSTRUCTION)[1:] == [
+        {"role": "user", "content": "tell me"}, partial,
+        {"role": "user", "content": CONTINUE_INSTRUCTION},
+    ]  # fmt: skip
+    assert OpenAIChatCompletions(api_key="k", model="m").prefill_instruction is None
+
+
+def test_ui_messages_become_items_and_each_wire_format() -> None:
+    """What a user calling a model by hand needs: the counterpart of ``convertToModelMessages``
+    and each adapter's wire format, exported from ``agents.providers``."""
+    ui = [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "cats?"}]},
+        {"id": "a1", "role": "assistant", "parts": [
+            {"type": "step-start"}, {"type": "text", "text": "let me look"},
+            {"type": "tool-lookup", "toolCallId": "call_1", "state": "output-available",
+             "input": {"q": "cats"}, "output": {"hits": 3}},
+            {"type": "data-progress", "data": {"pct": 50}},
+        ]},
+    ]  # fmt: skip
+    items = items_from_messages(ui)
+    assert items == [
+        providers.Text("user", "cats?"), providers.Text("assistant", "let me look"),
+        providers.ToolCall("call_1", "lookup", {"q": "cats"}),
+        providers.ToolResult("call_1", "lookup", {"hits": 3}),
+    ]  # fmt: skip
+    assert [{k: v for k, v in m.items() if k != "tool_calls"} for m in chat_messages(items)] == [
+        {"role": "user", "content": "cats?"}, {"role": "assistant", "content": "let me look"},
+        {"role": "tool", "tool_call_id": "call_1", "content": RESULT},
+    ]  # fmt: skip
+    assert responses_input(items) == FOLLOW_UP["responses"]["input"]
+    assert anthropic_messages(items) == (FOLLOW_UP["anthropic"]["messages"], "")

@@ -622,3 +622,22 @@ async def test_auto_resume_starts_recovery_after_a_crash_by_itself(
     await eventually(recovered, what="the recovery's model request, with no request sent")
     done = await s.wait("completed")
     assert done["output"] == "".join(words)
+
+
+async def test_usage_says_when_a_cut_request_makes_the_totals_a_lower_bound(
+    doemu_harness: HarnessFactory, llm: FakeLLM
+) -> None:
+    """A request cut mid-stream is recorded with what was known (partial); the session's usage
+    says its totals are then lower bounds of what was billed."""
+    llm.script(Reply(Text("one ", "two ", "three ", "four "), die_after=3))
+    h = await harness(doemu_harness, llm)
+    s = Session(h, "cut-usage")
+    await s.start("count")
+    await s.wait("failed")  # the connection dropped mid-reply
+    _, usage = await s.call("/usage?mode=rollup")
+    assert usage["partialCalls"] == 1 and usage["tokensLowerBound"] is True
+    assert usage["tokensIncludingSubAgentsLowerBound"] is True
+    assert usage["tokens"]["completion"] == 3  # the deltas that arrived before the cut
+    _, entries = await s.call("/usage?mode=entries")
+    tokens = [e for e in entries["entries"] if e["kind"] == "tokens"]
+    assert [e["partial"] for e in tokens] == [True]

@@ -17,9 +17,29 @@ from typing import Any
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_schema"]
 
 #: Bump when a change needs a step in ``MIGRATIONS``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-MIGRATIONS: Mapping[int, tuple[str, ...]] = {}
+MIGRATIONS: Mapping[int, tuple[str, ...]] = {
+    # 1 → 2: usage entries can be partial (a request cut before its usage was reported). A
+    # version-1 database may predate the usage table, so it is created in its version-1 shape
+    # first (frozen here: later DDL changes belong to later steps), then given the column.
+    1: (
+        """CREATE TABLE IF NOT EXISTS cf_agents_usage (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  turn TEXT,
+  op_id TEXT,
+  kind TEXT NOT NULL,
+  provider TEXT NOT NULL,
+  model TEXT NOT NULL,
+  input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  cost REAL NOT NULL,
+  priced INTEGER NOT NULL
+)""",
+        "ALTER TABLE cf_agents_usage ADD COLUMN partial INTEGER NOT NULL DEFAULT 0",
+    ),
+}
 
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS cf_agents_schema ("

@@ -2,10 +2,13 @@
 
 ``on_chat_message`` returns :func:`model_reply` with a provider and tools; see
 :mod:`agents.providers.loop` for what happens when the turn is cut, and each adapter's module
-for its recovery strategy (``retrieve``, ``prefill``, ``retry``).
+for its recovery strategy (``retrieve``, ``prefill``, ``retry``). To call a model yourself,
+:func:`items_from_messages` turns the chat's UI messages into provider-neutral items (the AI
+SDK's ``convertToModelMessages``), and :func:`chat_messages`, :func:`responses_input` and
+:func:`anthropic_messages` turn those into each API's wire format.
 """
 
-from .anthropic import AnthropicMessages
+from .anthropic import AnthropicMessages, anthropic_messages
 from .base import (
     Finished,
     ModelCall,
@@ -17,16 +20,25 @@ from .base import (
     ToolSpec,
     Usage,
 )
-from .errors import ProviderConfigError, ProviderError, ProviderHTTPError, ProviderStreamError
+from .errors import (
+    ProviderConfigError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderInputError,
+    ProviderStreamError,
+)
 from .loop import model_reply
-from .openai_chat import CONTINUE_INSTRUCTION, OpenAIChatCompletions
-from .openai_responses import OpenAIResponses
+from .openai_chat import CONTINUE_INSTRUCTION, OpenAIChatCompletions, chat_messages
+from .openai_responses import OpenAIResponses, responses_input
 from .tools import Tool, ToolContext
+from .transcript import File, Item, Text, ToolCall, ToolResult, items_from_messages
 
 __all__ = [
     "CONTINUE_INSTRUCTION",
     "AnthropicMessages",
+    "File",
     "Finished",
+    "Item",
     "ModelCall",
     "OpenAIChatCompletions",
     "OpenAIResponses",
@@ -35,13 +47,21 @@ __all__ = [
     "ProviderError",
     "ProviderEvent",
     "ProviderHTTPError",
+    "ProviderInputError",
     "ProviderStreamError",
     "Started",
+    "Text",
     "TextDelta",
     "Tool",
+    "ToolCall",
     "ToolCallDone",
     "ToolContext",
+    "ToolResult",
     "ToolSpec",
     "Usage",
+    "anthropic_messages",
+    "chat_messages",
+    "items_from_messages",
     "model_reply",
+    "responses_input",
 ]

@@ -27,8 +27,9 @@ from .base import (
     tool_arguments,
 )
 from .errors import ProviderStreamError
+from .files import anthropic_block
 from .keys import HttpAdapter
-from .transcript import Item, Text, ToolCall, result_text
+from .transcript import File, Item, Text, ToolCall, result_text
 
 __all__ = ["AnthropicMessages", "anthropic_messages"]
 
@@ -36,9 +37,12 @@ _REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool-calls
             "max_tokens": "length", "refusal": "content-filter"}  # fmt: skip
 
 
-def anthropic_messages(items: Sequence[Item]) -> tuple[list[dict[str, Any]], str]:
-    """The Messages API's ``messages`` for ``items`` (consecutive roles merged), and the
-    whitespace held back from a trailing assistant prefill."""
+def anthropic_messages(
+    items: Sequence[Item], *, provider: str = "anthropic"
+) -> tuple[list[dict[str, Any]], str]:
+    """The Messages API's ``messages`` for ``items`` (consecutive roles merged; a file as
+    :func:`~agents.providers.files.anthropic_block` maps it, one it cannot take refused), and
+    the whitespace held back from a trailing assistant prefill."""
     messages: list[dict[str, Any]] = []
 
     def add(role: str, block: dict[str, Any]) -> None:
@@ -51,6 +55,8 @@ def anthropic_messages(items: Sequence[Item]) -> tuple[list[dict[str, Any]], str
         if isinstance(item, Text):
             add("assistant" if item.role == "assistant" else "user",
                 {"type": "text", "text": item.text})  # fmt: skip
+        elif isinstance(item, File):
+            add("user", anthropic_block(provider, item))
         elif isinstance(item, ToolCall):
             add("assistant",
                 {"type": "tool_use", "id": item.call_id, "name": item.name,
@@ -107,7 +113,7 @@ class AnthropicMessages(HttpAdapter):
         self.version = version
 
     async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
-        messages, held = anthropic_messages(call.items)
+        messages, held = anthropic_messages(call.items, provider=self.name)
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
                                 "messages": messages, "stream": True}  # fmt: skip
         if call.system:
@@ -130,7 +136,7 @@ class AnthropicMessages(HttpAdapter):
                 if kind == "message_start":
                     message = data.get("message") or {}
                     input_tokens = int((message.get("usage") or {}).get("input_tokens", 0))
-                    yield Started({"messageId": message.get("id")})
+                    yield Started({"messageId": message.get("id")}, input_tokens)
                 elif kind == "content_block_start":
                     blocks[int(data["index"])] = dict(data.get("content_block") or {}, json="")
                 elif kind == "content_block_delta":

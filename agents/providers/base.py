@@ -9,9 +9,9 @@ usage — and says which recovery :attr:`Provider.strategy` it offers when that 
   twice.
 * ``"prefill"`` — the provider continues from a partial assistant message given as the last
   message (Anthropic Messages): one more request, re-reading the partial, no repeated output.
-* ``"retry"`` — neither: the request runs again, with the partial as a prefill and an
-  instruction to continue when ``prefill_instruction`` allows it (OpenAI-compatible chat
-  completions), else from scratch.
+* ``"retry"`` — neither: the request runs again, with the partial as the last assistant
+  message (OpenAI-compatible chat completions: the AI SDK's continuation prompt, plus an
+  instruction to continue when ``prefill_instruction`` asks for one), else from scratch.
 
 Adapters speak HTTP through ``workers.fetch`` (injectable), so the same code runs under doemu
 and in a Cloudflare Python Worker, where the official SDKs' HTTP clients do not.
@@ -59,10 +59,13 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """The provider's handle for the request (e.g. ``{"responseId": …}``), known once it was
-    accepted: the loop stores it durably before it can be needed."""
+    """The provider accepted the request: its handle (e.g. ``{"responseId": …}``), which the
+    loop stores durably before it can be needed, and the input tokens when the provider says
+    them up front (Anthropic's ``message_start``), recorded at once: a request cut later was
+    still billed for them."""
 
     handle: Mapping[str, Any]
+    input_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["CHECKPOINT_KEY", "Plan", "TurnCheckpoint", "load_checkpoint", "plan_turn"]
+__all__ = [
+    "CHECKPOINT_KEY",
+    "CURSOR_TRAIL",
+    "Plan",
+    "TurnCheckpoint",
+    "load_checkpoint",
+    "plan_turn",
+]
 
 CHECKPOINT_KEY = "cf_agents_model_turn"
+#: How many text cursors the checkpoint keeps (see :attr:`TurnCheckpoint.cursor`).
+CURSOR_TRAIL = 4
 
 
 @dataclass(slots=True)
@@ -34,9 +43,24 @@ class TurnCheckpoint:
     #: A done step's output — ``{"text", "calls": [[id, name, args, position]], "reason"}`` —
     #: so a recovery re-emits what storage missed instead of paying for it again.
     output: dict[str, Any] | None = None
+    #: Text cursors of the step's stored response (a retrieving provider): ``[seq, chars]`` —
+    #: the event's sequence number and the step's text length once it was streamed — the
+    #: newest :data:`CURSOR_TRAIL` of them. A recovery re-attaches after the newest one the
+    #: persisted text covers (the chat layer stores chunks in segments, so the newest may be
+    #: ahead of what reached storage).
+    cursor: list[list[int]] | None = None
 
     def save(self, kv: Any) -> None:
         kv.put(CHECKPOINT_KEY, asdict(self))
+
+    def mark(self, seq: int, chars: int) -> None:
+        """A text cursor: event ``seq`` streamed, the step's text is ``chars`` long."""
+        self.cursor = [*(self.cursor or ()), [seq, chars]][-CURSOR_TRAIL:]
+
+    def next_step(self) -> None:
+        """The next step: its first request, nothing known of it yet."""
+        self.step += 1
+        self.request, self.done, self.handle, self.output, self.cursor = 0, False, None, None, None
 
 
 def load_checkpoint(kv: Any) -> TurnCheckpoint | None:

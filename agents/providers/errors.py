@@ -17,6 +17,7 @@ __all__ = [
     "ProviderConfigError",
     "ProviderError",
     "ProviderHTTPError",
+    "ProviderInputError",
     "ProviderStreamError",
     "retry_after_seconds",
 ]
@@ -28,6 +29,15 @@ class ProviderError(AgentsError):
 
 class ProviderConfigError(ProviderError, ValueError):
     """An adapter cannot be built as asked (a missing key in ``env``, a bad option)."""
+
+
+class ProviderInputError(ProviderError, ValueError):
+    """The conversation holds something the provider cannot take (a file of a type it does not
+    read, a URL it cannot fetch): refused before the request is sent, naming it."""
+
+    def __init__(self, provider: str, message: str) -> None:
+        super().__init__(f"{provider}: {message}")
+        self.provider = provider
 
 
 #: Statuses that refuse a request *for now*: retried by bounded chat recovery (a recovery turn

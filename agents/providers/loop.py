@@ -9,13 +9,16 @@ the model again, until it answers without tools, a client tool needs the browser
   before it is sent, with its id as the idempotency key where the provider honours one. The
   turn's :mod:`checkpoint <agents.providers.checkpoint>` and the provider's handle are stored as
   soon as they exist. When the chat layer recovers the turn, the loop resumes the cut step by
-  the provider's strategy: it re-attaches to a stored response after the last persisted event
-  (OpenAI Responses), continues the persisted partial as a prefill (Anthropic), or asks again
-  with the partial and an instruction to continue (chat completions).
+  the provider's strategy: it re-attaches to a stored response after the newest event known to
+  have reached storage — a tool call, or a text cursor stored every few deltas — dropping the
+  persisted text it reads again (OpenAI Responses), continues the persisted partial as a
+  prefill (Anthropic), or asks again with the partial as the last assistant message (chat
+  completions).
 * **Side effects run once.** Server tools run under ledger ids derived from their position in
   the turn; tool calls persisted without a result are settled from the ledger first.
-* **Usage is counted** per request, as the provider reports it, into the agent's usage table
-  (per turn = per assistant message, per operation, per agent).
+* **Usage is counted** per request into the agent's usage table (per turn = per assistant
+  message, per operation, per agent): from the moment the provider accepts it, so a request
+  cut before its report still counts (:mod:`agents.providers.meter`).
 * **The proactive context guard**: before a step, when the previous step's input tokens crossed
   ``max_input_tokens × headroom`` (the agent's ``context_overflow.proactive``), the transcript
   is compacted with ``compact_messages`` (at most ``max_compactions`` times per reply).
@@ -30,6 +33,7 @@ from typing import Any
 from ..chat.overflow import compact_transcript, resolve_context_overflow
 from .base import Finished, ModelCall, Provider, Started, TextDelta, ToolCallDone
 from .checkpoint import Plan, TurnCheckpoint, load_checkpoint, plan_turn
+from .meter import RequestMeter
 from .tools import Tool, run_tool, tool_op
 from .transcript import Item, Text, ToolCall, ToolResult, items_from_messages, merge_texts
 
@@ -44,21 +48,31 @@ def _agents_meta(part: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return inner if isinstance(inner, Mapping) else {}
 
 
-def _resume_point(partial: Mapping[str, Any] | None) -> tuple[int, int]:
-    """Where the cut step's stored response resumes: after the last event whose sequence number
-    reached storage (a tool call's, kept in its metadata), skipping the text persisted since."""
-    after, skip = -1, 0
-    for part in (partial or {}).get("parts") or ():
-        kind = part.get("type")
-        if kind == "step-start":
-            after, skip = -1, 0
-        elif kind == "text":
-            skip += len(str(part.get("text") or ""))
+def _resume_point(
+    partial: Mapping[str, Any] | None, held: bool, trail: Sequence[Sequence[int]] | None
+) -> tuple[int, int]:
+    """Where the cut step's stored response resumes, and how much text to drop there.
+
+    After the newest event known to have reached storage: a tool call's (its sequence number
+    is in the part's metadata), or a text cursor the loop stored — ``(seq, chars)`` — that the
+    persisted text of the step covers; the text persisted past that point is skipped. A step
+    whose start never reached storage has nothing persisted: from the beginning."""
+    if not held:
+        return -1, 0
+    parts = [p for p in (partial or {}).get("parts") or () if isinstance(p, Mapping)]
+    starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
+    best, chars = (-1, 0), 0
+    for part in parts[starts[-1] if starts else 0 :]:
+        if part.get("type") == "text":
+            chars += len(str(part.get("text") or ""))
         else:
             seq = _agents_meta(part, "callProviderMetadata").get("seq")
-            if isinstance(seq, int):
-                after, skip = seq, 0
-    return after, skip
+            if isinstance(seq, int) and seq > best[0]:
+                best = (seq, chars)
+    for seq, at in trail or ():
+        if at <= chars and seq > best[0]:
+            best = (int(seq), int(at))
+    return best[0], chars - best[1]
 
 
 class _Reply:
@@ -158,16 +172,6 @@ class _Reply:
             return {"type": "tool-output-available", "toolCallId": call_id, "output": value}
         return {"type": "tool-output-error", "toolCallId": call_id, "errorText": str(value)}
 
-    def record_usage(self, finished: Finished, op_id: str) -> int | None:
-        if finished.usage is None:
-            return None
-        usage = finished.usage
-        self.agent.record_usage(provider=self.provider.name, model=self.provider.model,
-                                input_tokens=usage.input_tokens,
-                                output_tokens=usage.output_tokens,
-                                turn=self.message_id, op_id=op_id)  # fmt: skip
-        return usage.input_tokens or (usage.input_tokens + usage.output_tokens)
-
 
 def _unsettled(partial: Mapping[str, Any] | None) -> list[tuple[str, str, Mapping[str, Any], str]]:
     """Server tool calls of the partial persisted without a result (ledger-managed)."""
@@ -223,12 +227,12 @@ async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
         if call_id in ids:
             continue
         event = ToolCallDone(call_id, name, args)
-        for chunk in reply.tool_call(event, cp.step, position):
+        for chunk in reply.tool_call(event, cp.step, position):  # the call joins the items here
             yield chunk
         tool = reply.tools.get(name)
         if tool is None or tool.execute is not None:
             if (
-                chunk := await reply.settle(call_id, name, args, position, stored=True)
+                chunk := await reply.settle(call_id, name, args, position, stored=False)
             ) is not None:
                 yield chunk
     yield {"type": "finish-step"}
@@ -279,7 +283,8 @@ async def model_reply(
     if plan.resume_step:
         handle = cp.handle or {}
         if provider.strategy == "retrieve" and handle.get("responseId"):
-            after, reply.skip = _resume_point(plan.partial)
+            held = _held(plan.partial, cp.step)[0]
+            after, reply.skip = _resume_point(plan.partial, held, cp.cursor)
             resume = {"responseId": handle["responseId"], "after": after}
         elif not provider.honours_idempotency:
             cp.request += 1  # a new request for the cut step: a new operation
@@ -291,9 +296,10 @@ async def model_reply(
         if not ended and _client_calls(reply, done_calls):
             ended = not _answered(plan.partial, done_calls)  # the browser has yet to answer
         if not ended:
-            cp.step, cp.request, cp.done, cp.handle, cp.output = cp.step + 1, 0, False, None, None
+            cp.next_step()
     compactions, last_input = 0, None
     first = True
+    cursors = provider.strategy == "retrieve"  # only a stored response is re-attached to
     while not ended and cp.step < max_steps:
         if not first and should_stop is not None and should_stop():
             reason = "other"
@@ -322,26 +328,35 @@ async def model_reply(
         async with op:
             call = ModelCall(merge_texts([*items_from_messages(messages), *reply.produced]),
                              system, reply.specs, idempotency_key=op.id, resume=resume)  # fmt: skip
-            async for event in provider.stream(call):
-                if isinstance(event, Started):
-                    cp.handle = dict(event.handle)
-                    reply.save()
-                elif isinstance(event, TextDelta):
-                    for chunk in reply.text(event):
-                        yield chunk
-                elif isinstance(event, ToolCallDone):
-                    position = f"{cp.message_id}/{cp.step}/{base + len(calls)}"
-                    for chunk in reply.tool_call(event, cp.step, position):
-                        yield chunk
-                    calls.append(event)
-                else:
-                    finished = event
+            meter = RequestMeter(agent, provider, cp.message_id, op.id)
+            with meter:
+                async for event in provider.stream(call):
+                    if isinstance(event, Started):
+                        if event.handle and dict(event.handle) != cp.handle:
+                            cp.handle, cp.cursor = dict(event.handle), None  # its own cursors
+                            reply.save()
+                        meter.started(event.input_tokens)
+                    elif isinstance(event, TextDelta):
+                        chunks = reply.text(event)
+                        if chunks and meter.delta() and event.seq is not None and cursors:
+                            cp.mark(event.seq, len(reply.step_text))
+                            reply.save()
+                        for chunk in chunks:
+                            yield chunk
+                    elif isinstance(event, ToolCallDone):
+                        meter.delta()
+                        position = f"{cp.message_id}/{cp.step}/{base + len(calls)}"
+                        for chunk in reply.tool_call(event, cp.step, position):
+                            yield chunk
+                        calls.append(event)
+                    else:
+                        finished = event
+                last_input = meter.finished(finished.usage if finished else None)
             op.complete({"reason": finished.reason if finished else None, "handle": cp.handle})
         for chunk in reply.close_text():
             yield chunk
         assert finished is not None  # a stream without its end raises ProviderStreamError
         reason = finished.reason
-        last_input = reply.record_usage(finished, op.id)
         step_text = reply.step_text
         positions = [f"{cp.message_id}/{cp.step}/{base + i}" for i in range(len(calls))]
         cp.done, cp.output = (
@@ -368,7 +383,7 @@ async def model_reply(
             break
         if reply.pending:  # a call goes on elsewhere: the reply ends, a continuation settles it
             break
-        cp.step, cp.request, cp.done, cp.handle, cp.output = cp.step + 1, 0, False, None, None
+        cp.next_step()
     cp.finished = True
     reply.save()
     yield {"type": "finish", "finishReason": reason}

@@ -1,10 +1,15 @@
 """Any OpenAI-compatible chat-completions endpoint: local servers, gateways, other vendors.
 
 Such an endpoint neither stores responses nor promises to continue an assistant prefill, so a
-cut reply is recovered by asking again (strategy ``"retry"``): with the partial answer as the
-last assistant message followed by :attr:`OpenAIChatCompletions.prefill_instruction` — the
-universal fallback of the project's design notes, which most models follow well. The new text
-is appended to the partial, so the user still reads one message.
+cut reply is recovered by asking again (strategy ``"retry"``) with the AI SDK's continuation
+prompt: the conversation with the partial answer as its last, assistant, message — what the
+JavaScript ``AIChatAgent`` sends on a continuation, and how OpenAI-compatible servers (vLLM,
+llama.cpp, LM Studio, Ollama…) are asked to continue a message. The new text is appended to the
+partial, so the user still reads one message. A model that answers a trailing assistant message
+with a fresh answer instead (OpenAI's own models tend to) can be told what to do with
+``prefill_instruction=CONTINUE_INSTRUCTION``: a user message after the partial, the universal
+fallback of the project's design notes, opt-in because it changes the conversation the model
+reads.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from .base import (
     Finished,
     ModelCall,
     ProviderEvent,
+    Started,
     Strategy,
     TextDelta,
     ToolCallDone,
@@ -26,13 +32,15 @@ from .base import (
     tool_arguments,
 )
 from .errors import ProviderStreamError
+from .files import chat_part
 from .keys import HttpAdapter
-from .transcript import Item, Text, ToolCall, result_text
+from .transcript import File, Item, Text, ToolCall, result_text
 
 __all__ = ["CONTINUE_INSTRUCTION", "OpenAIChatCompletions", "chat_messages"]
 
 _REASONS = {"stop": "stop", "tool_calls": "tool-calls", "function_call": "tool-calls",
             "length": "length", "content_filter": "content-filter"}  # fmt: skip
+#: An instruction to continue a cut answer, for ``prefill_instruction`` (opt-in).
 CONTINUE_INSTRUCTION = (
     "Your previous answer was cut off. Continue exactly where it stopped, without repeating "
     "any of it and without any preamble."
@@ -40,14 +48,31 @@ CONTINUE_INSTRUCTION = (
 
 
 def chat_messages(
-    items: Sequence[Item], system: str | None, instruction: str | None
+    items: Sequence[Item],
+    system: str | None = None,
+    instruction: str | None = None,
+    *,
+    provider: str = "openai-chat",
 ) -> list[dict[str, Any]]:
-    """Chat-completions ``messages`` for ``items``; a trailing assistant partial is followed
-    by ``instruction`` as a user message."""
+    """Chat-completions ``messages`` for ``items`` (see
+    :func:`~agents.providers.transcript.items_from_messages`), ``system`` first; a trailing
+    assistant partial is followed by ``instruction`` as a user message when one is given. A
+    message with files takes content parts (text, then each file as
+    :func:`~agents.providers.files.chat_part` maps it; one it cannot take is refused)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    previous: Item | None = None
     for item in items:
-        if isinstance(item, Text):
-            messages.append({"role": item.role, "content": item.text})
+        if isinstance(item, Text | File):
+            joined = isinstance(previous, Text | File) and previous.role == item.role
+            if isinstance(item, Text):
+                part: Any = item.text
+            else:
+                part = chat_part(provider, item)
+            if joined:
+                _join(messages[-1], part)
+            else:
+                messages.append({"role": item.role, "content": part if isinstance(part, str)
+                                 else [part]})  # fmt: skip
         elif isinstance(item, ToolCall):
             arguments = json.dumps(dict(item.args), ensure_ascii=False)
             call = {"id": item.call_id, "type": "function",
@@ -60,11 +85,23 @@ def chat_messages(
         else:
             messages.append({"role": "tool", "tool_call_id": item.call_id,
                              "content": result_text(item.output)})  # fmt: skip
+        previous = item
     last = messages[-1] if messages else None
     if instruction and last is not None and last["role"] == "assistant" and last.get("content"):
         if not last.get("tool_calls"):
             messages.append({"role": "user", "content": instruction})
     return messages
+
+
+def _join(message: dict[str, Any], part: str | dict[str, Any]) -> None:
+    """Add text or a file part to a message's content (text stays a string while it can)."""
+    content = message["content"]
+    if isinstance(part, str) and isinstance(content, str):
+        message["content"] = content + part
+        return
+    parts = [{"type": "text", "text": content}] if isinstance(content, str) and content else []
+    parts = parts if isinstance(content, str) else list(content)
+    message["content"] = [*parts, {"type": "text", "text": part} if isinstance(part, str) else part]
 
 
 def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -74,8 +111,12 @@ def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 
 
 class OpenAIChatCompletions(HttpAdapter):
-    """An adapter for ``POST {base_url}/chat/completions`` (streamed, usage included);
-    ``from_env(env, model=…, base_url_var="MY_GATEWAY_URL")`` for another endpoint."""
+    """An adapter for ``POST {base_url}/chat/completions`` (streamed, usage included).
+
+    ``from_env(env, model=…, base_url_var="MY_GATEWAY_URL")`` reads the key and base URL from
+    ``env``; ``OpenAIChatCompletions(api_key=…, model=…, base_url=…)`` takes them as given.
+    ``prefill_instruction`` (default ``None``): a user message sent after a partial answer
+    being continued (see the module docstring; :data:`CONTINUE_INSTRUCTION` is one)."""
 
     name = "openai-chat"
     strategy: Strategy = "retry"
@@ -84,16 +125,16 @@ class OpenAIChatCompletions(HttpAdapter):
     key_var = "OPENAI_API_KEY"
     base_url_var = "OPENAI_BASE_URL"
 
-    def __init__(
-        self, *, prefill_instruction: str | None = CONTINUE_INSTRUCTION, **common: Any
-    ) -> None:
+    def __init__(self, *, prefill_instruction: str | None = None, **common: Any) -> None:
         super().__init__(**common)
         self.prefill_instruction = prefill_instruction
 
     async def stream(self, call: ModelCall) -> AsyncIterator[ProviderEvent]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": chat_messages(call.items, call.system, self.prefill_instruction),
+            "messages": chat_messages(
+                call.items, call.system, self.prefill_instruction, provider=self.name
+            ),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -102,7 +143,7 @@ class OpenAIChatCompletions(HttpAdapter):
         headers = {"authorization": f"Bearer {self._key}", "content-type": "application/json"}
         source = post_sse(self.fetch, self.name, f"{self.base_url}/chat/completions", headers, body)
         calls: dict[int, dict[str, str]] = {}
-        reason, usage = "stop", None
+        reason, usage, started = "stop", None, False
         try:
             async for event in source:
                 if event.data.strip() == "[DONE]":
@@ -119,6 +160,9 @@ class OpenAIChatCompletions(HttpAdapter):
                     continue
                 if not isinstance(data, dict):
                     continue
+                if not started:  # the first chunk: the request was accepted (and is billed)
+                    started = True
+                    yield Started({})  # nothing to re-attach to: no handle
                 if data.get("error"):
                     error = data["error"]
                     message = error.get("message") if isinstance(error, dict) else error

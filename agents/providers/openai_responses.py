@@ -29,18 +29,31 @@ from .base import (
     tool_arguments,
 )
 from .errors import ProviderStreamError
+from .files import responses_part
 from .keys import HttpAdapter
-from .transcript import Item, Text, ToolCall, result_text
+from .transcript import File, Item, Text, ToolCall, result_text
 
-__all__ = ["OpenAIResponses"]
+__all__ = ["OpenAIResponses", "responses_input"]
 
 
-def responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
-    """The Responses API's input items for the conversation ``items``."""
+def responses_input(
+    items: Sequence[Item], *, provider: str = "openai-responses"
+) -> list[dict[str, Any]]:
+    """The Responses API's input items for the conversation ``items``. A message with files
+    takes content parts (``input_text``, then each file as
+    :func:`~agents.providers.files.responses_part` maps it; one it cannot take is refused)."""
     out: list[dict[str, Any]] = []
+    previous: Item | None = None
     for item in items:
-        if isinstance(item, Text):
-            out.append({"role": item.role, "content": item.text})
+        if isinstance(item, Text | File):
+            part: str | dict[str, Any] = (
+                item.text if isinstance(item, Text) else responses_part(provider, item)
+            )
+            if isinstance(previous, Text | File) and previous.role == item.role:
+                _join(out[-1], part)
+            else:
+                out.append({"role": item.role,
+                            "content": part if isinstance(part, str) else [part]})  # fmt: skip
         elif isinstance(item, ToolCall):
             out.append(
                 {
@@ -58,16 +71,32 @@ def responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
                     "output": result_text(item.output),
                 }
             )
+        previous = item
     return out
 
 
+def _join(message: dict[str, Any], part: str | dict[str, Any]) -> None:
+    """Add text or a file part to a message's content (text stays a string while it can)."""
+    content = message["content"]
+    if isinstance(part, str) and isinstance(content, str):
+        message["content"] = content + part
+        return
+    kind = "output_text" if message["role"] == "assistant" else "input_text"
+    parts = list(content) if not isinstance(content, str) else (
+        [{"type": kind, "text": content}] if content else [])  # fmt: skip
+    message["content"] = [*parts, {"type": kind, "text": part} if isinstance(part, str) else part]
+
+
 def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    # ``strict`` is a required field of the API's function tool; strict schemas would demand
+    # ``additionalProperties: false`` and every property required, which a Tool need not say.
     return [
         {
             "type": "function",
             "name": t.name,
             "description": t.description,
             "parameters": dict(t.parameters),
+            "strict": False,
         }
         for t in tools
     ]
@@ -115,7 +144,7 @@ class OpenAIResponses(HttpAdapter):
             return post_sse(fetch, self.name, url, self._headers(call), method="GET")
         body: dict[str, Any] = {
             "model": self.model,
-            "input": responses_input(call.items),
+            "input": responses_input(call.items, provider=self.name),
             "stream": True,
             "store": True,
             "background": self.background,

@@ -43,6 +43,11 @@ class ToolContext:
     #: The ledger's operation id: pass it upstream as the idempotency key.
     idempotency_key: str
 
+    @property
+    def env(self) -> Any:
+        """The Worker's ``env`` (bindings, vars, secrets): the agent's, at hand for the tool."""
+        return self.agent.env
+
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 

@@ -2,10 +2,12 @@
 
 A UI message mixes text, reasoning, tool calls with their results, files and data parts; each
 provider wants its own shape. In between sits a flat list of :data:`Item`, in order: user and
-assistant text, tool calls, tool results. Each adapter groups them into its wire format (the
-Responses API's input items, chat completions' messages, Anthropic's content blocks). What no
-provider can read (data parts, sources, reasoning) is left out; a tool call whose result never
-arrived is left out with it, since every provider refuses a call without its result.
+assistant text, files the user attached, tool calls, tool results. Each adapter groups them into
+its wire format (the Responses API's input items, chat completions' messages, Anthropic's content
+blocks; files through :mod:`agents.providers.files`, which refuses what a provider cannot take).
+What no provider can read as input (data parts, sources, reasoning, files in an assistant
+message) is left out; a tool call whose result never arrived is left out with it, since every
+provider refuses a call without its result.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "File",
     "Item",
     "Text",
     "ToolCall",
@@ -34,6 +37,16 @@ class Text:
 
 
 @dataclass(frozen=True, slots=True)
+class File:
+    """A file a user attached: its media type and URL (``data:`` or ``http(s)``)."""
+
+    role: str
+    media_type: str
+    url: str
+    filename: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     call_id: str
     name: str
@@ -48,7 +61,7 @@ class ToolResult:
     is_error: bool = False
 
 
-Item = Text | ToolCall | ToolResult
+Item = Text | File | ToolCall | ToolResult
 
 
 def result_text(output: Any) -> str:
@@ -92,6 +105,13 @@ def items_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[Item]:
                         items[-1] = Text(role, items[-1].text + text)
                     else:
                         items.append(Text(role, text))
+                continue
+            if part.get("type") == "file":
+                if role != "assistant":  # a model's own files are not input any API takes
+                    filename = part.get("filename")
+                    items.append(File(role, str(part.get("mediaType") or ""),
+                                      str(part.get("url") or ""),
+                                      str(filename) if filename else None))  # fmt: skip
                 continue
             name = _tool_name(part)
             if name is not None and role == "assistant":

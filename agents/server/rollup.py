@@ -103,6 +103,7 @@ def entry_json(entry: Any) -> dict[str, Any]:
         "priced": entry.priced,
         "turn": entry.turn,
         "opId": entry.op_id,
+        "partial": entry.partial,
     }
 
 
@@ -158,6 +159,10 @@ class DOUsageStore:
                 for m, v in own.by_model.items()
             },
             "cost": own.cost,
+            # A request cut mid-stream counts what was known when it was cut: the totals are
+            # then lower bounds of what the provider billed.
+            "partialCalls": own.partial_calls,
+            "tokensLowerBound": own.tokens_lower_bound,
             "toolStats": _stats(tools, "byTool"),
             "subAgentStats": _stats(server.sessions.sub_agent_calls(), "byType"),
             "custom": server.metrics.sums(),
@@ -178,6 +183,7 @@ async def usage_report(server: AgentServer, mode: str) -> dict[str, Any]:
     tokens = rollup.get("tokens") or {}
     including = _tokens(int(tokens.get("prompt", 0)), int(tokens.get("completion", 0)))
     cost = float(rollup.get("cost", 0.0))
+    lower_bound = bool(rollup.get("tokensLowerBound", False))
     custom = add_custom({}, rollup.get("custom") or {})
     if mode == "rollup":
         for child in server.sessions.children():
@@ -190,10 +196,12 @@ async def usage_report(server: AgentServer, mode: str) -> dict[str, Any]:
                 including["completion"] + int(theirs.get("completion", 0)),
             )
             cost += float(rolled.get("costIncludingSubAgents", 0.0))
+            lower_bound = lower_bound or bool(rolled.get("tokensIncludingSubAgentsLowerBound"))
             add_custom(custom, rolled.get("customIncludingSubAgents") or {})
     return {
         **rollup,
         "tokensIncludingSubAgents": including,
+        "tokensIncludingSubAgentsLowerBound": lower_bound,
         "costIncludingSubAgents": cost,
         "customIncludingSubAgents": custom,
     }

@@ -261,9 +261,18 @@ class AgentServer(AIChatAgent):
 
     def record_usage(self, **fields: Any) -> Any:
         """Tokens recorded by the model loop: in the object's table, and handed to a custom
-        ``usage_store`` as a ``tokens`` entry."""
+        ``usage_store`` as a ``tokens`` entry once the request's counts are final (a request
+        still streaming is recorded partial first, then completed by :meth:`update_usage`)."""
         entry = super().record_usage(**fields)
-        self.usage_event(entry_json(entry))
+        if not entry.partial:
+            self.usage_event(entry_json(entry))
+        return entry
+
+    def update_usage(self, entry_id: int, **fields: Any) -> Any:
+        """A partial entry completed (or grown): handed to a custom ``usage_store`` when final."""
+        entry = super().update_usage(entry_id, **fields)
+        if not entry.partial:
+            self.usage_event(entry_json(entry))
         return entry
 
     def usage_event(self, entry: Mapping[str, Any]) -> None:

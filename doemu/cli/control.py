@@ -34,7 +34,9 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 
 def _needs_server(target: _Target, what: str) -> None:
-    _fail(f"no doemu server runs at {target.client.base}: {what} needs a running `doemu dev`")
+    base = target.client.base
+    where = target.client.absent if base is None else f"no doemu server runs at {base}"
+    _fail(f"{where}: {what} needs a running `doemu dev`")
 
 
 def _duration_ms(text: str) -> float:

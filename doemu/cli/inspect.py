@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -86,14 +87,22 @@ def _target(
     A ``doemu dev`` records its URL in its persist dir while it serves (see
     :data:`doemu.server.banner.SERVER_RECORD`), so a server started with another ``--port``
     is found without repeating it; a server bound to every interface is reached on loopback.
+    A persist dir named explicitly (``--persist-to`` or ``DOEMU_PERSIST_TO``) is answered by
+    the server it records, or read from its files: never by whatever listens on the settings'
+    port, which may serve another project's state.
     """
     from ..server.admin.client import AdminClient
 
     worker = _load(config, env)
     settings = _settings(worker, {"persist_to": persist_to})
+    token = token or settings.admin_token
     if url is None:
-        url = read_server_record(settings.persist_to) or browsable_url(settings.host, settings.port)
-    return _Target(worker, settings, AdminClient(url, token or settings.admin_token))
+        url = read_server_record(settings.persist_to)
+        if url is None and (persist_to is not None or os.environ.get("DOEMU_PERSIST_TO")):
+            absent = f"no running doemu server is recorded in {display_path(settings.persist_to)}"
+            return _Target(worker, settings, AdminClient(None, token, absent=absent))
+        url = url or browsable_url(settings.host, settings.port)
+    return _Target(worker, settings, AdminClient(url, token))
 
 
 def _targeted(command: Callable[..., None]) -> Callable[..., None]:
@@ -131,7 +140,7 @@ def _online(target: _Target, call: Callable[[AdminClient], Any]) -> Any:
 def _offline(target: _Target) -> Path:
     """Say (on stderr, so stdout stays parseable) that the persist dir is read instead."""
     root = target.settings.persist_to
-    click.echo(f"(no doemu server at {target.client.base}; reading {display_path(root)})", err=True)
+    click.echo(f"({target.client.where}; reading {display_path(root)})", err=True)
     return root
 
 
@@ -246,8 +255,8 @@ def _object_sql(target: _Target, binding: str, name: str, query: str, write: boo
     if result is None:
         if write:
             _fail(
-                f"--write needs a running server (writes go through the object); "
-                f"none answers at {target.client.base}"
+                f"--write needs a running server (writes go through the object): "
+                f"{target.client.where}"
             )
         from ..inspection.offline import find_object_file, read_only_sql
 
@@ -375,7 +384,9 @@ def _control(action: str, help_text: str) -> None:
         path = f"/{action}-all" if all_ else f"/objects/{_path(binding)}/{_path(name)}/{action}"
         result = _online(target, lambda c: c.post(path))
         if result is None:
-            _fail(f"no doemu server runs at {target.client.base}: nothing is live to {action}")
+            base = target.client.base
+            where = target.client.absent if base is None else f"no doemu server runs at {base}"
+            _fail(f"{where}: nothing is live to {action}")
         _echo_json(result)
 
 

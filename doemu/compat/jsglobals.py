@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
 
+from ..errors import not_emulated
 from ..jsboundary import JsException
 from . import _state
 from .fetch_api import FetchResponse as _FetchResponse
@@ -281,9 +282,11 @@ class WebSocket:
 
     @staticmethod
     def new(url: str, protocols: Any = None, /) -> Any:
-        raise NotImplementedError(
-            "doemu does not support outbound WebSockets (js.WebSocket.new(url)); "
-            "use WebSocketPair.new() for server-side sockets"
+        raise not_emulated(
+            "WebSocket",
+            "new",
+            "an outbound WebSocket client connection; server-side sockets come from "
+            "WebSocketPair.new()",
         )
 
 

@@ -13,7 +13,7 @@ from typing import Any, NoReturn, Protocol
 
 from ..compat.boundary import accept_array, accept_promise, js_array_result
 from ..compat.websocket import WebSocket
-from ..errors import WebSocketError
+from ..errors import WebSocketError, not_emulated
 from ..ids import DurableObjectId
 from ..sockets.registry import NOT_A_WEBSOCKET, SocketRegistry
 from ..storage import DurableObjectStorage
@@ -21,6 +21,14 @@ from ..storage import DurableObjectStorage
 __all__ = ["DurableObjectState"]
 
 _ACCEPT = "'acceptWebSocket' on 'DurableObjectState'"
+
+#: Cloudflare's ``DurableObjectState`` members doemu does not emulate, and what they are.
+NOT_EMULATED = {
+    "props": "props handed to the object by its caller",
+    "exports": "loopback bindings to this Worker's own exports",
+    "container": "the Container attached to this object",
+    "facets": "facets of this object",
+}
 
 
 class _Host(Protocol):
@@ -51,6 +59,11 @@ class DurableObjectState:
         self._host = host
         self.id = host.id
         self.storage = storage
+
+    def __getattr__(self, name: str) -> Any:
+        if name in NOT_EMULATED:
+            raise not_emulated("ctx", name, NOT_EMULATED[name])
+        raise AttributeError(f"'DurableObjectState' object has no attribute {name!r}")
 
     # -- concurrency and lifetime ---------------------------------------------------------------
     def waitUntil(self, awaitable: Awaitable[Any]) -> None:

@@ -41,7 +41,9 @@ from ..errors import (
     ObjectResetError,
     WebSocketError,
     error_text,
+    not_emulated,
 )
+from ..jsboundary import JsDict
 from ..objects.diagnostics import explain, forgot_await
 from ..runtime import Runtime, current_entry
 from ..sockets.bridge import WriteBatch, bridge
@@ -84,12 +86,19 @@ DEFAULT_MAX_BODY = 100 * 1024 * 1024
 
 
 class EntryContext:
-    """The ``ctx`` a ``WorkerEntrypoint`` receives: ``waitUntil`` and pass-through."""
+    """The ``ctx`` a ``WorkerEntrypoint`` receives: ``waitUntil``, ``props`` (empty: nothing
+    calls the default entrypoint with props) and pass-through."""
 
-    __slots__ = ("_tasks",)
+    __slots__ = ("_tasks", "props")
 
     def __init__(self, tasks: set[asyncio.Task[Any]]) -> None:
         self._tasks = tasks
+        self.props: dict[str, Any] = JsDict()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "exports":
+            raise not_emulated("ctx", name, "loopback bindings to this Worker's own exports")
+        raise AttributeError(f"'ExecutionContext' object has no attribute {name!r}")
 
     def waitUntil(self, awaitable: Awaitable[Any]) -> None:
         promise = accept_entry_promise(awaitable)

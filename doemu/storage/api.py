@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from doemu.errors import not_emulated
 from doemu.jsboundary import check_rpc_value, from_rpc_result, is_strict
 from doemu.storage.kv import MISSING
 from doemu.storage.resolved import Resolved
@@ -124,6 +125,19 @@ class DurableObjectStorage:
 
     def __repr__(self) -> str:
         return "<DurableObjectStorage>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name in NOT_EMULATED:
+            raise not_emulated("ctx.storage", name, NOT_EMULATED[name])
+        raise AttributeError(f"'DurableObjectStorage' object has no attribute {name!r}")
+
+
+#: Cloudflare's ``DurableObjectStorage`` members doemu does not emulate, and what they are.
+NOT_EMULATED = {
+    "getCurrentBookmark": "point-in-time recovery bookmarks",
+    "getBookmarkForTime": "point-in-time recovery bookmarks",
+    "onNextSessionRestoreBookmark": "point-in-time recovery",
+}
 
 
 def _as_js(result: Resolved[Any]) -> Resolved[Any]:

@@ -1,9 +1,10 @@
 """A tiny stdlib client for the admin API, used by the CLI's inspection commands.
 
 Standard library only, so the CLI needs no HTTP client dependency. It tells apart the two
-failures the CLI handles differently: no doemu server at the URL (:class:`AdminUnavailable`, and
-the CLI falls back to reading the persist dir) and a server that refused the call
-(:class:`~doemu.errors.DoemuError` with the server's own message, which the CLI prints).
+failures the CLI handles differently: no doemu server at the URL, or none to ask at all
+(:class:`AdminUnavailable`, and the CLI falls back to reading the persist dir), and a server
+that refused the call (:class:`~doemu.errors.DoemuError` with the server's own message, which
+the CLI prints).
 """
 
 from __future__ import annotations
@@ -37,12 +38,30 @@ class AdminRefused(DoemuError):
 
 
 class AdminClient:
-    """Calls ``/__doemu/api`` routes of the server at ``base_url`` and decodes their JSON."""
+    """Calls ``/__doemu/api`` routes of the server at ``base_url`` and decodes their JSON.
 
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 10.0) -> None:
-        self.base = base_url.rstrip("/") + "/__doemu/api"
+    ``base_url=None`` is a client with no server to ask — the persist dir the CLI was pointed at
+    records none that still runs, and any other server would be another project's: every call
+    raises :class:`AdminUnavailable` with ``absent`` as its message, and the CLI reads the files.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None,
+        token: str | None = None,
+        timeout: float = 10.0,
+        *,
+        absent: str = "no doemu server to ask",
+    ) -> None:
+        self.base = None if base_url is None else base_url.rstrip("/") + "/__doemu/api"
         self.token = token
         self.timeout = timeout
+        self.absent = absent
+
+    @property
+    def where(self) -> str:
+        """Where the client asks, for messages: ``at <url>``, or why there is nowhere."""
+        return self.absent if self.base is None else f"no doemu server at {self.base}"
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """``method path`` with an optional JSON ``body``; the decoded JSON answer.
@@ -50,6 +69,8 @@ class AdminClient:
         Raises :class:`AdminUnavailable` when nothing (or something that is not doemu) answers,
         and :class:`DoemuError` carrying the server's ``error`` message when the call is refused.
         """
+        if self.base is None:
+            raise AdminUnavailable(self.absent)
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base + path, data=data, method=method)
         if data is not None:
@@ -88,6 +109,8 @@ class AdminClient:
         included (it is quiet while nothing happens, and a read deadline would end it); failures
         are reported as by :meth:`call`.
         """
+        if self.base is None:
+            raise AdminUnavailable(self.absent)
         request = urllib.request.Request(self.base + "/events", method="GET")
         if self.token:
             request.add_header("authorization", f"Bearer {self.token}")

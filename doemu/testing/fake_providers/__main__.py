@@ -38,6 +38,7 @@ import uvicorn
 from .fake_llm import FakeLLM
 from .relay import quiet_stream_cuts
 from .script import Api, Reply, Text, ToolUse
+from .sdk_types import preload
 
 __all__ = ["DEMO_DELAY_MS", "demo_responder", "main"]
 
@@ -303,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sys.stdout.flush()
     quiet_stream_cuts()
+    preload()
     config = uvicorn.Config(
         llm.app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1
     )

@@ -9,6 +9,7 @@ class from the HTTP status (``openai.RateLimitError`` for 429, ``anthropic.BadRe
 from __future__ import annotations
 
 import secrets
+from types import EllipsisType
 
 from starlette.responses import JSONResponse
 
@@ -32,11 +33,15 @@ _ANTHROPIC_TYPES = {
 }
 
 
-def openai_error(status: int, message: str, *, param: str | None = None) -> JSONResponse:
-    """An OpenAI error response: the ``type``/``code`` the real API uses for that status."""
-    kind, code = _OPENAI_TYPES.get(
+def openai_error(
+    status: int, message: str, *, param: str | None = None, code: str | EllipsisType | None = ...
+) -> JSONResponse:
+    """An OpenAI error response: the ``type`` the real API uses for that status, and its
+    ``code`` (the status's usual one unless given: a refused body names its own)."""
+    kind, usual = _OPENAI_TYPES.get(
         status, ("server_error" if status >= 500 else "invalid_request_error", None)
     )
+    code = usual if isinstance(code, EllipsisType) else code
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return JSONResponse(body, status_code=status, headers={"x-request-id": _request_id()})
 

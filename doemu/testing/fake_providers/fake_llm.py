@@ -26,6 +26,7 @@ from .openai_chat import chat_route
 from .openai_responses import ResponsesApi
 from .relay import quiet_stream_cuts
 from .script import Api, Reply, Responder, Stats
+from .sdk_types import preload
 from .server import LoopbackServer, Served
 from .state import Ledger
 
@@ -57,6 +58,7 @@ class FakeLLM(Served):
 
     def _starting(self) -> None:
         quiet_stream_cuts()
+        preload()  # the SDK types that check request bodies
 
     def _closing(self) -> None:
         self._ledger.gate.clear()

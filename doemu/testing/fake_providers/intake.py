@@ -4,7 +4,9 @@ Every request is counted before anything can refuse it, so a test can see a clie
 the wrong key as surely as one that succeeds. The refusals are the providers' own: OpenAI wants
 ``Authorization: Bearer <key>``, Anthropic ``x-api-key`` (or, as its recent SDKs send it,
 ``Authorization: Bearer <key>``) and an ``anthropic-version`` header;
-a body that is not a JSON object, or lacks a required field, is a 400 with the real body shape.
+a body that is not a JSON object, lacks a required field, does not fit the official SDK's
+request type or breaks a rule across its messages (:mod:`.request_rules`) is a 400 with the real
+body shape and the real API's words.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .errors import anthropic_error, openai_error
+from .request_rules import check_request
 from .script import Api, Reply
 from .state import Ledger, Record
 
@@ -100,6 +103,9 @@ async def openai_intake(
     for name in required:
         if body.get(name) is None:
             return openai_error(400, f"Missing required parameter: '{name}'.", param=name)
+    refusal = check_request(api, body)
+    if refusal is not None:
+        return openai_error(400, refusal.message, param=refusal.param, code=refusal.code)
     return body
 
 
@@ -119,22 +125,7 @@ async def anthropic_intake(request: Request, ledger: Ledger) -> dict[str, Any] |
     for name in ("model", "messages", "max_tokens"):
         if body.get(name) is None:
             return anthropic_error(400, f"{name}: Field required")
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
-        return anthropic_error(400, "messages: at least one message is required")
-    if _trailing_whitespace_prefill(messages[-1]):
-        return anthropic_error(
-            400, "messages: final assistant content cannot end with trailing whitespace"
-        )
+    refusal = check_request("messages", body)
+    if refusal is not None:
+        return anthropic_error(400, refusal.message)
     return body
-
-
-def _trailing_whitespace_prefill(message: Any) -> bool:
-    """The real API's rule: a final assistant message (a prefill) must not end in whitespace."""
-    if not isinstance(message, dict) or message.get("role") != "assistant":
-        return False
-    content = message.get("content")
-    if isinstance(content, list):
-        texts = [part.get("text") for part in content if isinstance(part, dict)]
-        content = texts[-1] if texts else None
-    return isinstance(content, str) and content != content.rstrip()

@@ -12,7 +12,9 @@ The point of this fake is background mode, where a durable agent's resumption lo
 * ``Idempotency-Key`` on create: a second create with the same key starts nothing and bills
   nothing; it answers with the first response (streamed from its first event when
   ``stream: true``). It still counts in ``requests["responses.create"]``.
-* Retrieval and cancellation never bill. An unknown id is a 404 with OpenAI's error body.
+* Retrieval and cancellation never bill. An unknown id is a 404 with OpenAI's error body. Each
+  streamed retrieval is kept in :attr:`~.script.Stats.retrievals`: its ``starting_after`` and
+  the sequence number of every event it was sent.
 """
 
 from __future__ import annotations
@@ -121,14 +123,21 @@ class ResponsesApi:
             return stored
         if request.query_params.get("stream", "false").lower() != "true":
             return JSONResponse(stored.state.obj())
-        after = request.query_params.get("starting_after", "-1")
+        after = request.query_params.get("starting_after")
         try:
-            start = int(after) + 1
+            start = int(after if after is not None else -1) + 1
         except ValueError:
             return openai_error(
                 400, f"Invalid 'starting_after': {after!r}.", param="starting_after"
             )
-        return EventStream(stored.run, start=max(start, 0))
+        record = self.ledger.retrieval(
+            request.path_params["response_id"], None if after is None else start - 1
+        )
+        return EventStream(
+            stored.run,
+            start=max(start, 0),
+            on_sent=lambda position: self.ledger.retrieved(record, position),
+        )
 
     async def cancel(self, request: Request) -> Response:
         stored = self._find(request, "responses.cancel")

@@ -135,9 +135,12 @@ class EventStream(_Watched):
         start: int = 0,
         die: bool = False,
         on_disconnect: Callable[[], None] | None = None,
+        on_sent: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__(run, die, on_disconnect)
         self.start = start
+        #: Told the index of each event once it was handed to the server.
+        self.on_sent = on_sent
 
     async def _send_body(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
@@ -146,6 +149,8 @@ class EventStream(_Watched):
             while position < len(run.events) and not self.cut_reached(position):
                 frame = sse_frame(run.events[position])
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
+                if self.on_sent is not None:
+                    self.on_sent(position)
                 position += 1
             if self.cut_reached(position):
                 raise StreamCut

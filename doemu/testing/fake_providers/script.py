@@ -34,6 +34,7 @@ __all__ = [
     "Item",
     "Reply",
     "Responder",
+    "Retrieval",
     "Stats",
     "Text",
     "ToolUse",
@@ -165,6 +166,17 @@ class Generation:
     status: GenerationStatus
 
 
+@dataclass(frozen=True)
+class Retrieval:
+    """One ``GET /v1/responses/{id}?stream=true``: the ``starting_after`` it asked for (``None``:
+    none) and the ``sequence_number`` of every event it was sent, in order — what proves a
+    re-attaching client read nothing it already had."""
+
+    response_id: str
+    starting_after: int | None
+    sent: tuple[int, ...]
+
+
 ROUTES = (
     "responses.create",
     "responses.retrieve",
@@ -187,6 +199,8 @@ class Stats:
     generations: list[Generation]
     billed_input_tokens: int
     billed_output_tokens: int
+    #: The streamed retrievals of stored responses, in the order they arrived.
+    retrievals: list[Retrieval] = field(default_factory=list)
 
     def by_api(self, api: Api) -> list[Generation]:
         """The generations of one wire format, in the order they started."""

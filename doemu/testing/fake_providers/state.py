@@ -32,11 +32,12 @@ from .script import (
     Item,
     Reply,
     Responder,
+    Retrieval,
     Stats,
     Text,
 )
 
-__all__ = ["Ledger", "Record"]
+__all__ = ["Ledger", "Record", "RetrievalRecord"]
 
 _log = logging.getLogger("doemu.testing.fake_providers")
 
@@ -75,6 +76,18 @@ class Record:
 
 
 @dataclass
+class RetrievalRecord:
+    """A streamed retrieval as the server updates it (the mutable twin of :class:`Retrieval`)."""
+
+    response_id: str
+    starting_after: int | None
+    sent: list[int] = field(default_factory=list)
+
+    def snapshot(self) -> Retrieval:
+        return Retrieval(self.response_id, self.starting_after, tuple(self.sent))
+
+
+@dataclass
 class Ledger:
     """Everything a :class:`~.FakeLLM` knows, behind one lock."""
 
@@ -87,6 +100,7 @@ class Ledger:
     _counts: Counter[str] = field(default_factory=Counter)
     _bodies: dict[Api, list[dict[str, Any]]] = field(default_factory=dict)
     _records: list[Record] = field(default_factory=list)
+    _retrievals: list[RetrievalRecord] = field(default_factory=list)
 
     # -- the test's side ------------------------------------------------------------------------
 
@@ -103,11 +117,13 @@ class Ledger:
         with self._lock:
             generations = [record.snapshot() for record in self._records]
             requests = {route: self._counts[route] for route in ROUTES}
+            retrievals = [record.snapshot() for record in self._retrievals]
         return Stats(
             requests=requests,
             generations=generations,
             billed_input_tokens=sum(generation.input_tokens for generation in generations),
             billed_output_tokens=sum(generation.output_tokens for generation in generations),
+            retrievals=retrievals,
         )
 
     def requests(self, api: Api) -> list[dict[str, Any]]:
@@ -121,6 +137,7 @@ class Ledger:
             self._counts.clear()
             self._bodies.clear()
             self._records.clear()
+            self._retrievals.clear()
         self.gate.clear()
 
     # -- the server's side ----------------------------------------------------------------------
@@ -168,6 +185,18 @@ class Ledger:
             record.output_tokens += 1
             if isinstance(item, Text):
                 record.text += piece
+
+    def retrieval(self, response_id: str, starting_after: int | None) -> RetrievalRecord:
+        """A streamed retrieval starts (its events are added with :meth:`retrieved`)."""
+        record = RetrievalRecord(response_id, starting_after)
+        with self._lock:
+            self._retrievals.append(record)
+        return record
+
+    def retrieved(self, record: RetrievalRecord, sequence_number: int) -> None:
+        """Event ``sequence_number`` was sent to a retrieval."""
+        with self._lock:
+            record.sent.append(sequence_number)
 
     def finish(self, record: Record, status: GenerationStatus) -> None:
         with self._lock:

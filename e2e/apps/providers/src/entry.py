@@ -33,11 +33,11 @@ async def _increment(url, args, ctx):
 
 
 async def charge(args, ctx):
-    return await _increment(ctx.agent.env.COUNTER_URL, args, ctx)
+    return await _increment(ctx.env.COUNTER_URL, args, ctx)
 
 
 async def notify(args, ctx):
-    return await _increment(ctx.agent.env.COUNTER_PLAIN_URL, args, ctx)
+    return await _increment(ctx.env.COUNTER_PLAIN_URL, args, ctx)
 
 
 TOOLS = [
@@ -56,6 +56,12 @@ class _Chat(AIChatAgent):
 
     async def on_chat_message(self, on_finish, options):
         return model_reply(self, options, self.provider(), tools=TOOLS, system="Be terse.")
+
+    async def on_request(self, request):
+        if request.url.endswith("/usage"):  # what usage() answers, for the tests
+            body = json.dumps(self.usage().to_dict())
+            return Response(body, headers={"content-type": "application/json"})
+        return await super().on_request(request)
 
 
 class ResponsesChat(_Chat):
