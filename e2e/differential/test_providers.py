@@ -8,13 +8,14 @@ idempotency key) and ``notify`` (not). Every outcome is read from the object's S
 from the fakes' books, never by waking the object: after a kill, only the persisted keep-alive
 alarm brings an interrupted turn back.
 
-* Responses: a turn killed after its background response was created is *retrieved*, never
-  generated again;
+* Responses: a turn killed after its background response was created is *retrieved* from the
+  stored text cursor, never generated again;
 * Anthropic: a partial reply is continued once, as a prefill;
-* chat completions: retried once with the partial and the continue instruction;
+* chat completions: retried once with the AI SDK's continuation prompt (the partial last);
 * the ledger: an idempotent side effect killed mid-call happens once (its retry is collapsed by
   its key); an unkeyed one is reported as ambiguous to the model, never run again;
-* usage per turn and per agent equals what the provider billed.
+* usage per turn and per agent equals what the provider billed; a cut request stays counted as a
+  partial entry.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
-from agents.providers import CONTINUE_INSTRUCTION
 from doemu.testing.fake_providers import CounterServer, FakeLLM, Reply, Text, ToolUse
 from tests.polling import eventually_sync
 
@@ -140,24 +141,49 @@ class Chat:
                           "coalesce(sum(output_tokens), 0) AS o FROM cf_agents_usage")  # fmt: skip
         return int(row["i"]), int(row["o"])
 
+    def usage_rows(self) -> list[tuple[int, int, bool]]:
+        """``(input, output, partial)`` of each usage entry, oldest first."""
+        rows = self.sql("SELECT input_tokens AS i, output_tokens AS o, partial AS p "
+                        "FROM cf_agents_usage ORDER BY id")  # fmt: skip
+        return [(int(r["i"]), int(r["o"]), bool(r["p"])) for r in rows]
+
+    def usage_totals(self) -> dict[str, Any]:
+        """What ``usage()`` answers, asked over HTTP (wakes the object)."""
+        answer = httpx.get(f"{running(self.server).url}{self.path}/usage", timeout=30)
+        assert answer.status_code == 200, answer.text
+        totals: dict[str, Any] = answer.json()
+        return totals
+
     def tool_part(self, tool: str) -> dict[str, Any]:
         (part,) = [p for p in self.messages()[-1]["parts"] if p["type"] == f"tool-{tool}"]
         return part
 
 
+def stored_events(llm: FakeLLM, response_id: str) -> list[dict[str, Any]]:
+    """Every event of a stored response, read as a client would (retrieving never bills)."""
+    answer = httpx.get(
+        f"{llm.url}/v1/responses/{response_id}?stream=true",
+        headers={"authorization": "Bearer test-key"},
+        timeout=20,
+    )
+    lines = answer.text.splitlines()
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+
+
 def test_openai_responses_killed_after_create_is_retrieved_not_regenerated(
     providers: TargetServer, llm: FakeLLM, target: str
 ) -> None:
-    """1. A long reply, held by the provider after 30 words; the agent has stored a partial and
-       the response's id (its checkpoint) when the server is SIGKILLed.
+    """1. A background response streams 30 of 60 words, then waits; the agent has stored a
+       partial of 10 words or more, the response's id and the output counted so far when the
+       server is SIGKILLed.
     2. The background generation finishes while the agent is dead; the server restarts.
-    3. The alarm brings the turn back: the reply is retrieved, whole, from the one generation;
-       the usage stored is what was billed."""
+    3. The alarm brings the turn back: it re-attaches with ``starting_after`` = the text cursor
+       stored for the persisted text, reads nothing before it, and the reply is whole, from
+       the one generation; one usage entry, completed, equal to what was billed."""
     llm.script(Reply(Text(*words(0, 60)), hold_after=30))
     chat = Chat(providers, "ResponsesChat", f"retrieve-{target}")
     chat.send("tell me", until_chunks=20)
     llm.wait_held(timeout=10)
-    eventually_sync(lambda: chat.persisted_text(), within=10, what="a persisted partial")
     eventually_sync(
         lambda: chat.sql(
             # The checkpoint's value is msgpack on doemu and V8's serialization on workerd;
@@ -168,7 +194,13 @@ def test_openai_responses_killed_after_create_is_retrieved_not_regenerated(
         within=10,
         what="the response's id in the checkpoint",
     )
+    eventually_sync(lambda: len(chat.persisted_text().split()) >= 10, within=10,
+                    what="a persisted partial of 10 words or more")  # fmt: skip
+    eventually_sync(lambda: chat.usage_rows() == [(0, 30, True)], within=10,
+                    what="the running request's output, counted as it streamed")  # fmt: skip
     providers.kill()
+    persisted = len(chat.persisted_text().split())
+    (generation,) = llm.stats.generations
     llm.release()  # the background generation finishes while the agent is dead
     providers.restart()
     whole = "".join(words(0, 60))
@@ -176,21 +208,31 @@ def test_openai_responses_killed_after_create_is_retrieved_not_regenerated(
                     within=30, what="the whole reply, retrieved")  # fmt: skip
     stats = llm.stats
     assert stats.requests["responses.create"] == 1
-    assert stats.requests["responses.retrieve"] >= 1
     assert len(stats.generations) == 1
+    (retrieval,) = stats.retrievals
+    deltas = [e["sequence_number"] for e in stored_events(llm, generation.id)
+              if e["type"] == "response.output_text.delta"]  # fmt: skip
+    cursor = deltas[10 * (persisted // 10) - 1]  # the newest cursor the persisted text covers
+    assert retrieval.starting_after == cursor
+    assert list(retrieval.sent) == list(range(cursor + 1, cursor + 1 + len(retrieval.sent)))
     assert chat.usage() == (stats.billed_input_tokens, stats.billed_output_tokens)
+    assert [partial for _, _, partial in chat.usage_rows()] == [False]
 
 
 def test_anthropic_continues_the_partial_as_a_prefill_once(
     providers: TargetServer, llm: FakeLLM, target: str
 ) -> None:
     """A reply killed mid-stream is continued once: the second request ends with the stored
-    partial as the assistant's prefill, and the transcript holds one coherent reply."""
+    partial as the assistant's prefill, and the transcript holds one coherent reply. The cut
+    request still counts: its input, and its output as counted while it streamed (20 of 25
+    deltas, written every 10), in a partial entry; usage() says the totals are a lower bound."""
     llm.script(Reply(Text(*words(0, 40)), hold_after=25))
     chat = Chat(providers, "AnthropicChat", f"prefill-{target}")
     chat.send("tell me", until_chunks=20)
     llm.wait_held(timeout=10)
     eventually_sync(lambda: chat.persisted_text(), within=10, what="a persisted partial")
+    eventually_sync(lambda: [r[1:] for r in chat.usage_rows()] == [(20, True)], within=10,
+                    what="the cut request's output, counted as it streamed")  # fmt: skip
     providers.kill()
     partial = chat.persisted_text()
     llm.script(Reply(Text(*prefilled(len(partial.split()), 40))))
@@ -204,18 +246,29 @@ def test_anthropic_continues_the_partial_as_a_prefill_once(
     last = requests[1]["messages"][-1]
     assert last["role"] == "assistant"
     assert "".join(b["text"] for b in last["content"]) == partial.rstrip()
+    cut, continuation = llm.stats.generations
+    assert chat.usage_rows() == [
+        (cut.input_tokens, 20, True),
+        (continuation.input_tokens, continuation.output_tokens, False),
+    ]
+    totals = chat.usage_totals()
+    assert totals["input_tokens"] == llm.stats.billed_input_tokens  # every input was counted
+    assert (totals["partial_calls"], totals["tokens_lower_bound"]) == (1, True)
 
 
-def test_chat_completions_retries_once_with_the_partial(
+def test_chat_completions_retries_once_with_the_partial_as_the_last_message(
     providers: TargetServer, llm: FakeLLM, target: str
 ) -> None:
-    """A reply killed mid-stream is asked for again once, with the stored partial and the
-    continue instruction; the transcript holds one reply."""
+    """A reply killed mid-stream is asked for again once, with the AI SDK's continuation prompt
+    (the user's message, then the stored partial as the last assistant message); the transcript
+    holds one reply; the cut request is a partial usage entry."""
     llm.script(Reply(Text(*words(0, 40)), hold_after=25))
     chat = Chat(providers, "CompletionsChat", f"retry-{target}")
     chat.send("tell me", until_chunks=20)
     llm.wait_held(timeout=10)
     eventually_sync(lambda: chat.persisted_text(), within=10, what="a persisted partial")
+    eventually_sync(lambda: chat.usage_rows() == [(0, 20, True)], within=10,
+                    what="the cut request's output (its input comes only at the end)")  # fmt: skip
     providers.kill()
     partial = chat.persisted_text()
     llm.script(Reply(Text(*words(len(partial.split()), 40))))
@@ -226,9 +279,11 @@ def test_chat_completions_retries_once_with_the_partial(
                     within=30, what="one reply")  # fmt: skip
     requests = llm.requests("chat")
     assert len(requests) == 2
-    retry = requests[1]["messages"]
-    assert retry[-2] == {"role": "assistant", "content": partial}
-    assert retry[-1] == {"role": "user", "content": CONTINUE_INSTRUCTION}
+    assert requests[1]["messages"][-2:] == [{"role": "user", "content": "tell me"},
+                                            {"role": "assistant", "content": partial}]  # fmt: skip
+    retried = llm.stats.generations[1]
+    assert chat.usage_rows() == [(0, 20, True),
+                                 (retried.input_tokens, retried.output_tokens, False)]  # fmt: skip
 
 
 def test_an_idempotent_side_effect_killed_mid_call_happens_once(
