@@ -227,6 +227,20 @@ def test_ws_send_bytes_arrives_as_text(boundary: TargetServer, target: str) -> N
         assert "ws.send() was given a Python bytes" in new_lines(boundary, since)
 
 
+def test_a_missing_socket_handler_fails_the_event(boundary: TargetServer, target: str) -> None:
+    """The probe has no webSocketClose: a client's close is logged as "TypeError: Method
+    webSocketClose does not exist" (the SDK's wrapper has every handler and finds none)."""
+    since = len(running(boundary).lines)
+    with connect(f"{boundary.ws_url}/ws?name=close-{target}", open_timeout=30) as ws:
+        ws.send("binary")
+        assert ws.recv(timeout=10) == b"\x01\x02bytes"
+    eventually_sync(
+        lambda: "Method webSocketClose does not exist" in new_lines(boundary, since),
+        within=15,
+        what="the missing handler to be logged",
+    )
+
+
 # -- RPC -----------------------------------------------------------------------------------------
 
 
