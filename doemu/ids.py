@@ -15,7 +15,7 @@ import re
 import secrets
 
 from .errors import InvalidIdError
-from .jsboundary import is_strict
+from .jsboundary import hinted, is_strict
 
 __all__ = [
     "INVALID_ID_FOREIGN",
@@ -67,9 +67,10 @@ class DurableObjectId:
 
     def __hash__(self) -> int:
         if is_strict():
-            raise TypeError(
-                "unhashable type: 'DurableObjectId' (doemu: on Cloudflare an id is a JavaScript "
-                "object, which cannot be a dict key or set member; use str(id))"
+            raise hinted(
+                TypeError("unhashable type: 'pyodide.ffi.JsProxy'"),
+                "on Cloudflare an id is a JavaScript object, which cannot be a dict key or set "
+                "member; use str(id)",
             )
         return hash(self._hex)
 

@@ -11,6 +11,7 @@ switch and one ``JsException`` type:
 * :class:`JsException`: a JavaScript error raised into Python (``pyodide.ffi.JsException``):
   *not* a ``TypeError``/``ValueError`` whatever the JavaScript error's name, so ``except
   TypeError:`` behaves as on Cloudflare; ``str()`` is JavaScript's ``"Name: message"``.
+* :func:`hinted`: an error with Cloudflare's exact text, and doemu's advice as a note.
 * :func:`check_rpc_value` / :func:`from_rpc_result`: the Python SDK's conversions of values that
   cross to JavaScript and back (RPC, ``ctx.storage``), with :class:`JsDict`.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import inspect
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 __all__ = [
     "JsDict",
@@ -28,6 +29,7 @@ __all__ = [
     "JsProxy",
     "check_rpc_value",
     "from_rpc_result",
+    "hinted",
     "is_strict",
     "set_strict",
 ]
@@ -44,6 +46,19 @@ def set_strict(strict: bool) -> None:
 def is_strict() -> bool:
     """Whether the boundary's rules apply (see :func:`set_strict`)."""
     return _strict
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def hinted(exc: E, hint: str) -> E:
+    """``exc`` with doemu's advice attached as a note (PEP 678), not in its text.
+
+    ``str(exc)`` stays Cloudflare's exact text, so code that reads or matches it behaves the same
+    on both; the note ("doemu: …", the cause and the fix) is printed under the traceback.
+    """
+    exc.add_note(f"doemu: {hint}")
+    return exc
 
 
 class JsProxy:

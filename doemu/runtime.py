@@ -35,7 +35,7 @@ from .config import Durability
 from .config.bindings import WorkerResources
 from .errors import DoemuError
 from .events import EventBus
-from .jsboundary import is_strict
+from .jsboundary import hinted, is_strict
 from .objects import (
     ClassSpec,
     DurableObjectNamespace,
@@ -80,6 +80,15 @@ class Env:
         object.__setattr__(self, "_values", dict(values))
         object.__setattr__(self, "_read", set())
 
+    def view(self) -> Env:
+        """The same bindings, with nothing read yet: what one entry-worker instance or one
+        Durable Object instance receives (on Cloudflare each gets its own env wrapper, so what
+        ``dir(env)`` shows depends on what that instance read)."""
+        view = object.__new__(Env)
+        object.__setattr__(view, "_values", self._values)
+        object.__setattr__(view, "_read", set())
+        return view
+
     def __getattr__(self, name: str) -> Any:
         values = object.__getattribute__(self, "_values")
         try:
@@ -88,8 +97,9 @@ class Env:
             if name.startswith("__"):
                 raise AttributeError(name) from None
             known = ", ".join(sorted(values)) or "none"
-            raise AttributeError(
-                f"{name} (doemu: this Worker has no binding or variable {name!r}; it has: {known})"
+            raise hinted(
+                AttributeError(name),
+                f"this Worker has no binding or variable {name!r}; it has: {known}",
             ) from None
         object.__getattribute__(self, "_read").add(name)
         return value
@@ -102,23 +112,24 @@ class Env:
             return sorted(self._read)
         return sorted(self._values)
 
-    def _listing(self, what: str) -> None:
+    def _listing(self, refusal: str) -> None:
         if is_strict():
-            raise TypeError(
-                f"{what} is not supported by Cloudflare's env (doemu: the Python SDK's env "
-                "wrapper cannot be listed or indexed; read bindings by name: getattr(env, name))"
+            raise hinted(
+                TypeError(refusal),
+                "the Python SDK's env wrapper cannot be listed or indexed on Cloudflare; read "
+                "bindings by name: getattr(env, name)",
             )
 
     def __getitem__(self, name: str) -> Any:
-        self._listing("env[name]")
+        self._listing("'_EnvWrapper' object is not subscriptable")
         return self._values[name]
 
     def __contains__(self, name: object) -> bool:
-        self._listing("'name' in env")
+        self._listing("argument of type '_EnvWrapper' is not a container or iterable")
         return name in self._values
 
     def __iter__(self) -> Iterator[str]:
-        self._listing("iter(env)")
+        self._listing("'_EnvWrapper' object is not iterable")
         return iter(self._values)
 
     def __repr__(self) -> str:
@@ -216,7 +227,8 @@ class Runtime:
 
     @property
     def env(self) -> Env:
-        return self._env
+        """The Worker's bindings, as a fresh view (see :meth:`Env.view`)."""
+        return self._env.view()
 
     @property
     def closed(self) -> bool:

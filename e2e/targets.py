@@ -73,6 +73,8 @@ class TargetServer(Protocol):
     project: Path
     persist_dir: Path
     lines: list[str]
+    #: What each earlier run printed (``lines`` is this run's).
+    outputs: list[str]
 
     @property
     def url(self) -> str: ...

@@ -46,14 +46,42 @@ except ImportError:  # pragma: no cover - depends on the runtime's Pyodide
 def wait_until(ctx: Any, awaitable: Awaitable[T]) -> asyncio.Future[T]:
     """Run ``awaitable`` in the background and keep the object alive until it settles.
 
-    Returns the task, so a caller may still await it or cancel it. Errors are the task's (await it
-    to see them); an error nobody awaits is logged when the task is collected, as asyncio does.
+    Returns the task, so a caller may still await it or cancel it. What the runtime waits for is
+    :func:`_kept` of the task: an error of the task fails it (the runtime logs it, on Cloudflare
+    as "uncaught exception"), a cancellation settles it quietly — cancelling one's own background
+    work is not an error, and on Cloudflare a cancelled task handed to ``waitUntil`` is logged as
+    an uncaught ``CancelledError``. When the runtime cancels what it waits for (doemu resetting
+    an object), the task is cancelled too.
     """
     task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
-    proxy = create_proxy(task)
-    task.add_done_callback(lambda _done: proxy.destroy())
+    kept = _kept(task)
+    proxy = create_proxy(kept)
+    kept.add_done_callback(lambda _done: proxy.destroy())
     ctx.waitUntil(proxy)
     return task
+
+
+def _kept(task: asyncio.Future[Any]) -> asyncio.Future[None]:
+    """A future that settles when ``task`` does: its error, or ``None`` (also when cancelled);
+    cancelling it cancels ``task``."""
+    kept: asyncio.Future[None] = task.get_loop().create_future()
+
+    def settle(done: asyncio.Future[Any]) -> None:
+        if kept.done():
+            return
+        error = None if done.cancelled() else done.exception()
+        if error is None:
+            kept.set_result(None)
+        else:
+            kept.set_exception(error)
+
+    def propagate(settled: asyncio.Future[None]) -> None:
+        if settled.cancelled():
+            task.cancel()
+
+    task.add_done_callback(settle)
+    kept.add_done_callback(propagate)
+    return kept
 
 
 def settle_in_background(result: Any, what: str) -> None:

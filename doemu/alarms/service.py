@@ -40,6 +40,7 @@ from ..compat import call_relaxed
 from ..errors import DoemuError
 from ..faults import crash_point
 from ..ids import DurableObjectId, is_hex_id
+from ..jsboundary import JsException
 from ..persist import metadata_file
 from ..storage import ObjectStorage
 from ..storage.durability import SyncPool, fsync_paths
@@ -259,7 +260,8 @@ class AlarmService:
             outcome["storage"] = storage
             method = getattr(instance, "alarm", None)
             if method is None:
-                return None
+                # The SDK's wrapper forwards alarm() to the Python class (workerd's text).
+                raise JsException("TypeError", "Method alarm does not exist")
             return call_relaxed(method, info)  # alarm() without alarm_info is fine too
 
         try:

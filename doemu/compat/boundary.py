@@ -22,11 +22,12 @@ import sys
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from ..jsboundary import JsException, is_strict, set_strict
+from ..jsboundary import JsException, hinted, is_strict, set_strict
 from .jsproxy import JsBuffer, _Proxy
 from .jsvalues import JsArray, to_python
 
 __all__ = [
+    "BORROWED_PROXY_DESTROYED",
     "accept_array",
     "accept_entry_promise",
     "accept_promise",
@@ -38,6 +39,11 @@ __all__ = [
 ]
 
 _log = logging.getLogger("doemu.boundary")
+#: workerd's log line when a coroutine or a task reaches JavaScript as a borrowed proxy.
+BORROWED_PROXY_DESTROYED = (
+    "This borrowed proxy was automatically destroyed at the end of a function call. "
+    "Try using create_proxy or create_once_callable."
+)
 #: doemu's own source folder: frames there are not "the caller".
 _DOEMU_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -56,10 +62,10 @@ def accept_array(value: Any, api: str, position: int) -> list[Any] | None:
     if isinstance(value, JsArray):
         return to_python(value)  # type: ignore[no-any-return]
     if is_strict():
-        raise _type_error(
-            f"Failed to execute {api}: parameter {position} is not of type 'Array'. "
-            f"(doemu: a Python {type(value).__name__} is not a JavaScript Array on Cloudflare; "
-            "pass to_js([...]) from pyodide.ffi)"
+        raise hinted(
+            _type_error(f"Failed to execute {api}: parameter {position} is not of type 'Array'."),
+            f"a Python {type(value).__name__} is not a JavaScript Array on Cloudflare; pass "
+            "to_js([...]) from pyodide.ffi",
         )
     if isinstance(value, str):
         raise _type_error(f"Failed to execute {api}: parameter {position} is not of type 'Array'.")
@@ -92,8 +98,8 @@ def accept_promise(value: Any, api: str) -> Awaitable[Any] | None:
         else:
             what = "an asyncio task, which runs but does not keep the object alive"
         report_once(
-            f"Uncaught (in promise) Error: This borrowed proxy was automatically destroyed at the "
-            f"end of a function call. (doemu: {api}() was given {what} on Cloudflare; pass "
+            f"Uncaught (in promise) Error: {BORROWED_PROXY_DESTROYED} (doemu: {api}() was given "
+            f"{what} on Cloudflare; pass "
             "create_proxy(asyncio.ensure_future(...)) from pyodide.ffi and destroy the proxy "
             "when the task is done, or use agents.wait_until(ctx, ...))"
         )

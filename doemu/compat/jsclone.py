@@ -21,7 +21,7 @@ import msgpack
 
 from .. import clone
 from ..errors import DataCloneError
-from ..jsboundary import is_strict
+from ..jsboundary import hinted, is_strict
 from .jsproxy import JsBuffer, _Proxy
 from .jsvalues import JsArray, JsMap, JsObject, jsnull
 
@@ -52,14 +52,14 @@ def _packable(value: Any) -> Any:
         )
     if isinstance(value, _Proxy):
         raise DataCloneError(_NOT_CLONABLE)  # a proxy of a Python object, as on Cloudflare
-    raise DataCloneError(_NOT_CLONABLE + _hint(value))
+    raise hinted(DataCloneError(_NOT_CLONABLE), _hint(value))
 
 
 def _hint(value: Any) -> str:
     return (
-        f" (doemu: a Python {type(value).__name__} reaches JavaScript as a proxy, which cannot be "
+        f"a Python {type(value).__name__} reaches JavaScript as a proxy, which cannot be "
         "cloned on Cloudflare; pass to_js(value, dict_converter=Object.fromEntries), or a string "
-        "such as json.dumps(value))"
+        "such as json.dumps(value)"
     )
 
 

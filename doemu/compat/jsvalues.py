@@ -15,6 +15,7 @@ them with :func:`to_python` where it needs plain data.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping, MutableSequence
 from collections.abc import Mapping as MappingABC
 from typing import Any, Final, NoReturn
@@ -59,8 +60,32 @@ class JsNull:
 jsnull: Final = JsNull()
 
 
-def _not_subscriptable(value: object) -> NoReturn:
-    raise TypeError(f"'{type(value).__name__}' object is not subscriptable")
+def _encode_jsnull_as_null() -> None:
+    """``json.dumps(jsnull)`` is ``"null"``, as in Pyodide (whose ``json`` knows ``jsnull``).
+
+    The standard encoder calls ``default`` for a value it cannot encode; answering ``None`` for
+    ``jsnull`` makes it ``null`` in any position a value may take (not as a dict key, which
+    Pyodide also accepts). Only ``jsnull`` reaches the new branch: other values fail as before.
+    """
+    original = json.JSONEncoder.default
+    if getattr(original, "_doemu_jsnull", False):
+        return
+
+    def default(self: json.JSONEncoder, o: Any) -> Any:
+        if o is jsnull:
+            return None
+        return original(self, o)
+
+    default._doemu_jsnull = True  # type: ignore[attr-defined]
+    json.JSONEncoder.default = default  # type: ignore[method-assign]
+
+
+_encode_jsnull_as_null()
+
+
+def _not_subscriptable() -> NoReturn:
+    # Pyodide's text: every JavaScript object is a ``pyodide.ffi.JsProxy`` to Python.
+    raise TypeError("'pyodide.ffi.JsProxy' object is not subscriptable")
 
 
 class JsObject(JsProxy):
@@ -82,7 +107,7 @@ class JsObject(JsProxy):
         self._props[name] = value
 
     def __getitem__(self, key: Any) -> NoReturn:
-        _not_subscriptable(self)
+        _not_subscriptable()
 
     def __dir__(self) -> list[str]:
         return sorted(self._props)

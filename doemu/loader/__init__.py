@@ -42,7 +42,7 @@ from typing import Any
 from ..config import ClassInfo, DurableObjectBinding, WorkerConfig
 from ..errors import LoaderError
 from .entropy import HINT as ENTROPY_HINT
-from .entropy import EntropyAtImportError, entropy_refused, is_entropy_refusal
+from .entropy import entropy_refused, is_entropy_refusal
 from .importer import (
     AttributeNotFoundError,
     ImportStringError,
@@ -72,7 +72,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AttributeNotFoundError",
     "ClassNotFoundError",
-    "EntropyAtImportError",
     "EntrypointError",
     "ImportStringError",
     "LoadedClass",

@@ -28,7 +28,6 @@ from typing import Any
 __all__ = [
     "ENTROPY_MESSAGE",
     "HINT",
-    "EntropyAtImportError",
     "entropy_refused",
     "is_entropy_refusal",
 ]
@@ -52,12 +51,9 @@ _MODULE_FUNCTIONS = (
 )  # fmt: skip
 
 
-class EntropyAtImportError(OSError):
-    """Randomness was asked for while the Worker's modules were being imported."""
-
-
 def _refuse(*_args: Any, **_kwargs: Any) -> Any:
-    raise EntropyAtImportError(_EIO_PYODIDE, ENTROPY_MESSAGE)
+    # A plain OSError, as Cloudflare raises: the traceback's last line is the same on both.
+    raise OSError(_EIO_PYODIDE, ENTROPY_MESSAGE)
 
 
 def _refuse_module_function(name: str) -> Any:
@@ -124,9 +120,11 @@ def is_entropy_refusal(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) is one of the refusals above."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, EntropyAtImportError) or (
-            isinstance(seen, RuntimeError) and "outside of request context" in str(seen)
-        ):
+        if (
+            isinstance(seen, OSError)
+            and seen.errno == _EIO_PYODIDE
+            and seen.strerror == ENTROPY_MESSAGE
+        ) or (isinstance(seen, RuntimeError) and "outside of request context" in str(seen)):
             return True
         seen = seen.__cause__ or seen.__context__
     return False

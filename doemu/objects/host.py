@@ -128,7 +128,11 @@ class ObjectHost:
         storage = services.open_storage(
             object_file(kind.directory, self.hex_id),
             sql_enabled=kind.spec.sql,
-            has_alarm_handler=callable(getattr(cls, "alarm", None)),
+            # A Python class always may: the SDK's JavaScript wrapper of every Durable Object
+            # class defines alarm(), which fails when it fires and the class has none (observed
+            # on workerd: setAlarm works, then "TypeError: Method alarm does not exist" is logged
+            # and retried; see AlarmService._deliver).
+            has_alarm_handler=True,
             on_alarm_commit=self._on_alarm_commit,
             on_alarm_prepare=self._on_alarm_prepare,
             on_commit_failed=self._on_commit_failed,

@@ -19,6 +19,7 @@ from ..compat import as_js_buffer, call_relaxed
 from ..compat.socket_end import SocketEnd
 from ..compat.websocket import end_of
 from ..errors import ObjectResetError, WebSocketError
+from ..jsboundary import JsException, is_strict
 from .delivery import StartOrder, start_socket_event
 
 __all__ = [
@@ -197,13 +198,18 @@ class SocketRegistry:
             self._auto_timestamps[ws] = self._owner.now()
             return
         data = as_js_buffer(message) if isinstance(message, bytes) else message
-        self._start("webSocketMessage", lambda inst: call_relaxed(inst.webSocketMessage, ws, data))
+
+        def run(inst: Any) -> Any:
+            handler = _handler(inst, "webSocketMessage")
+            return None if handler is None else call_relaxed(handler, ws, data)
+
+        self._start("webSocketMessage", run)
 
     def _close(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
         self.remove(ws)  # gone even if the handler (or the constructor) fails
 
         def run(inst: Any) -> Any:
-            handler = getattr(inst, "webSocketClose", None)
+            handler = _handler(inst, "webSocketClose")
             return None if handler is None else call_relaxed(handler, ws, code, reason, was_clean)
 
         self._start("webSocketClose", run)
@@ -212,10 +218,21 @@ class SocketRegistry:
         self.remove(ws)
 
         def run(inst: Any) -> Any:
-            handler = getattr(inst, "webSocketError", None)
+            handler = _handler(inst, "webSocketError")
             return None if handler is None else call_relaxed(handler, ws, error)
 
         self._start("webSocketError", run)
 
     def _start(self, kind: str, fn: Callable[[Any], Any]) -> None:
         start_socket_event(self._owner, self.order, kind, fn)
+
+
+def _handler(instance: Any, name: str) -> Any:
+    """The object's ``name`` handler. A class without one fails the event as on Cloudflare's
+    Python Workers, whose JavaScript wrapper of every class has every handler and finds none to
+    call: "TypeError: Method webSocketClose does not exist", logged (observed on workerd).
+    ``--lenient`` skips the event silently instead."""
+    handler = getattr(instance, name, None)
+    if handler is None and is_strict():
+        raise JsException("TypeError", f"Method {name} does not exist")
+    return handler

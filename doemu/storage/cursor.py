@@ -21,15 +21,17 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from doemu.errors import SqlError
-from doemu.jsboundary import JsDict, is_strict
+from doemu.jsboundary import JsDict, hinted, is_strict
 from doemu.storage import messages
 
 __all__ = ["IteratorResult", "RawIterator", "SqlCursor", "SqlRow"]
 
-#: On Cloudflare the cursor is iterable (``for row in cursor``) but not an iterator.
-_NOT_AN_ITERATOR = (
-    "'SqlStorageCursor' object is not an iterator (doemu: on Cloudflare the cursor is iterable "
-    "but next(cursor) fails; use next(iter(cursor)), cursor.one() or cursor.next())"
+#: On Cloudflare the cursor (the SDK's wrapper of it) is iterable (``for row in cursor``) but
+#: not an iterator: workerd's text, and doemu's advice (a note).
+_NOT_AN_ITERATOR = "'_BindingWrapper' object is not an iterator"
+_NOT_AN_ITERATOR_HINT = (
+    "on Cloudflare the cursor is iterable but next(cursor) fails; use next(iter(cursor)), "
+    "cursor.one() or cursor.next()"
 )
 
 T = TypeVar("T")
@@ -117,7 +119,7 @@ class SqlCursor:
 
     def __next__(self) -> SqlRow:
         if is_strict():
-            raise TypeError(_NOT_AN_ITERATOR)
+            raise hinted(TypeError(_NOT_AN_ITERATOR), _NOT_AN_ITERATOR_HINT)
         row = self._next_row()
         if row is None:
             raise StopIteration

@@ -19,7 +19,7 @@ import sqlite3
 from typing import Any
 
 from doemu.errors import SqlError, SqlNotAllowedError
-from doemu.jsboundary import is_strict
+from doemu.jsboundary import hinted, is_strict
 from doemu.storage import messages
 from doemu.storage.connection import StorageConnection, internal_sql
 from doemu.storage.cursor import SqlCursor
@@ -142,9 +142,9 @@ def _js_number(value: int) -> float:
     BigInt, which workerd refuses."""
     if -BIGINT_FROM < value < BIGINT_FROM:
         return float(value)
-    raise StorageTypeError(
-        "Cannot convert a BigInt value to a number (doemu: Python ints from 2**53 - 1 on reach "
-        "workerd as BigInts; bind them as str)"
+    raise hinted(
+        StorageTypeError("Cannot convert a BigInt value to a number"),
+        "Python ints from 2**53 - 1 on reach workerd as BigInts; bind them as str",
     )
 
 

@@ -1,15 +1,15 @@
-"""The ``agents`` library on doemu and on workerd: routing, state over the SDK's protocol, RPC,
-and a chat turn — the same client script, the same frames.
+"""The ``agents`` library on doemu and on workerd: routing, state over the SDK's protocol, RPC
+— the same client script, the same frames (``e2e/apps/agent_app``, the app Cloudflare's own
+``AgentClient`` drives in the Node interop test).
 
-Three faults once kept these from running on Cloudflare's runtime at all (issue 22): a worker
-importing ``agents.chat`` failed to load (entropy at import), ``route_agent_request`` answered 400
-(it listed bindings with ``dir(env)``, which Cloudflare's env does not support), and a coroutine
-handed to a Durable Object's ``waitUntil`` never ran (so no chat turn happened). Each test below
-fails on workerd if its fault comes back.
+Two faults once kept these from running on Cloudflare's runtime at all (issue 22): a worker
+importing ``agents`` failed to load (entropy at import), and ``route_agent_request`` answered 400
+(it listed bindings with ``dir(env)``, which Cloudflare's env does not support). Each test below
+fails on workerd if its fault comes back. The chat example is ``test_chat.py``; state sync,
+schedules and RPC errors are ``test_agents_features.py``.
 
-* ``e2e/apps/agent_app``: a ``CounterAgent`` behind ``route_agent_request`` (HTTP ``on_request``,
-  the WebSocket protocol: identity, state, ``@callable`` RPC, a state broadcast);
-* ``examples/chat``: an ``AIChatAgent`` on the scripted demo model ("hi" → "Hello, world").
+* ``CounterAgent`` behind ``route_agent_request`` (HTTP ``on_request``, the WebSocket protocol:
+  identity, state, ``@callable`` RPC, a state broadcast, a streaming method).
 """
 
 from __future__ import annotations
@@ -21,24 +21,15 @@ import httpx
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from tests.polling import eventually_sync
-
 from ..targets import AGENTS_VENDOR, ROOT, TargetServer
 from .conftest import running
 
 AGENT_APP = ROOT / "e2e" / "apps" / "agent_app"
-CHAT = ROOT / "examples" / "chat"
 
 
 @pytest.fixture(scope="module")
 def agent_app(serve: Any) -> TargetServer:
     server: TargetServer = serve(AGENT_APP, vendor=AGENTS_VENDOR)
-    return server
-
-
-@pytest.fixture(scope="module")
-def chat(serve: Any) -> TargetServer:
-    server: TargetServer = serve(CHAT, vendor=AGENTS_VENDOR)
     return server
 
 
@@ -95,53 +86,3 @@ def test_protocol_state_and_rpc(agent_app: TargetServer, target: str) -> None:
         assert results == [(3, False), (2, False), (1, False), ("liftoff", True)]
     state = httpx.get(f"{agent_app.url}/agents/counter-agent/{name}", timeout=30).json()["state"]
     assert state == {"count": 5, "history": ["+2", "+3"]}
-
-
-def _chat_request(request_id: str, text: str, message_id: str) -> str:
-    body = {
-        "messages": [{"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}],
-        "trigger": "submit-message",
-        "delayMs": 0,
-    }
-    return json.dumps(
-        {
-            "id": request_id,
-            "type": "cf_agent_use_chat_request",
-            "init": {"method": "POST", "body": json.dumps(body)},
-        }
-    )
-
-
-def test_a_chat_turn_streams_and_is_stored(chat: TargetServer, target: str) -> None:
-    """1. The chat Worker loads (it imports agents.chat) and serves its page.
-    2. A `cf_agent_use_chat_request` with "hi" streams response chunks ending `done`, whose
-       text deltas spell "Hello, world" (the turn runs under the object's waitUntil).
-    3. GET …/get-messages returns the user message and the stored assistant reply."""
-    server = running(chat)
-    page = httpx.get(f"{server.url}/", timeout=30)
-    assert page.status_code == 200
-    assert "text/html" in page.headers["content-type"]
-    name = f"turn-{target}"
-    with connect(f"{server.ws_url}/agents/chat-agent/{name}", open_timeout=30) as ws:
-        ws.send(_chat_request("r1", "hi", "u1"))
-        frames = frames_until(
-            ws,
-            lambda f: f.get("type") == "cf_agent_use_chat_response" and f.get("done"),
-        )
-    chunks = [
-        json.loads(f["body"])
-        for f in frames
-        if f.get("type") == "cf_agent_use_chat_response" and f.get("body")
-    ]
-    text = "".join(c["delta"] for c in chunks if c.get("type") == "text-delta")
-    assert text == "Hello, world"
-
-    def stored() -> list[dict[str, Any]]:
-        answer = httpx.get(f"{server.url}/agents/chat-agent/{name}/get-messages", timeout=30)
-        messages: list[dict[str, Any]] = answer.json()
-        return messages if len(messages) == 2 else []
-
-    messages = eventually_sync(stored, within=10, what="the turn to be stored")
-    assert [m["role"] for m in messages] == ["user", "assistant"]
-    reply = "".join(p["text"] for p in messages[1]["parts"] if p["type"] == "text")
-    assert reply == "Hello, world"
