@@ -429,6 +429,21 @@ MICRO_ROWS: list[tuple[str, str, str, str, int]] = [
         "KB",
         1,
     ),
+    ("rss_fresh_micro", "  RSS of the fresh server", "rss_per_object.rss_fresh_mb", "MB", 1),
+    (
+        "rss_evicted_mb",
+        "  RSS after 10,000 objects, all evicted (evict-all, 2 s later)",
+        "rss_per_object.rss_after_evict_all_mb",
+        "MB",
+        1,
+    ),
+    (
+        "rss_evicted_frac",
+        "  that over the fresh server's",
+        "rss_per_object.evicted_over_fresh",
+        "×",
+        3,
+    ),
     (
         "startup_ready",
         "100,000 objects + 10,000 overdue alarms: spawn to ready",
