@@ -153,8 +153,10 @@ class Session(Agent):
             "latest": self.stream.latest_sequence,
             "terminal": self.stream.terminal,
             "sse": self.stream.sse_readers,
-            "buffered": self.stream.sse_buffered_bytes,
         }
+
+    def buffered(self) -> int:
+        return self.stream.sse_buffered_bytes
 
 
 class FastBeat(Session):
@@ -465,7 +467,7 @@ async def test_a_stalled_sse_reader_is_dropped_past_its_backlog_and_nine_live_on
     for _ in range(40):  # 40 x 25 chunks of ~1 KB: ~1 MB, eight times the backlog allowed
         await stub.push_many(25, 1000, True)
         total += 25
-        samples.append((await stub.status())["buffered"])
+        samples.append(await stub.buffered())
     await stub.end_run("fin")
     await asyncio.wait_for(asyncio.gather(*readers), 30)
     assert max(samples) <= limit, f"bytes buffered for the stalled reader grew to {max(samples)}"
