@@ -172,7 +172,7 @@ async def rss_per_object(args: argparse.Namespace, state: Path) -> dict[str, Any
         live = (await d.health())["live_objects"]
         live_mb = tree_rss_mb(d.server.pid)["total_mb"]
         await d.http.post("/__doemu/api/evict-all")
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(2.0)  # the closes run off the loop; freed memory goes back after
         after = (await d.health())["live_objects"]
         evicted_mb = tree_rss_mb(d.server.pid)["total_mb"]
     out = {
@@ -185,6 +185,7 @@ async def rss_per_object(args: argparse.Namespace, state: Path) -> dict[str, Any
         "live_after_evict_all": after,
         "kb_per_live_object": round((live_mb - base) * 1024 / max(1, live), 1),
         "kb_per_evicted_object": round((evicted_mb - base) * 1024 / max(1, ok), 1),
+        "evicted_over_fresh": round(evicted_mb / base, 3) if base else None,
         "note": "RSS deltas over the fresh server; freed memory the allocator keeps counts as used",
     }
     log(
@@ -313,7 +314,7 @@ def main() -> None:
     ap.add_argument("--stash-n", type=int, default=20000)
     ap.add_argument("--stash-bytes", type=int, default=1024)
     ap.add_argument("--evict-objects", type=int, default=100)
-    ap.add_argument("--rss-objects", type=int, default=1000)
+    ap.add_argument("--rss-objects", type=int, default=10000)
     ap.add_argument("--startup-cap", type=float, default=300.0)
     ap.add_argument("--out")
     args = ap.parse_args()

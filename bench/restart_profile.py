@@ -115,7 +115,7 @@ def _child(argv: list[str]) -> None:
 
     def patch_devserver(m: Any) -> None:
         timed(m, "load_worker", "worker_import")
-        timed(m, "_banner", "banner")
+        timed(m, "banner", "banner")
         timed(m, "serve", "serve", coro=True)
 
     def patch_runtime(m: Any) -> None:

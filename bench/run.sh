@@ -189,6 +189,11 @@ server_run() {  # label, index: the agent-server rows against one fresh doemu an
     --server-log "$RESULTS/$label-$i.server.log" --out "$RESULTS/$label-$i.json" --merge > /dev/null
 }
 
+floor_run() {  # index, pre|post: a bare write+fdatasync loop on the persist dirs' file system
+  logged "$BPY" bench/fsyncfloor.py --dir "$WORK/floor-$1-$2" --duration "$DURATION" \
+    --out "$RESULTS/floor-$1-$2.json" > /dev/null
+}
+
 shared="$repo/../shared/bench/load.py"
 [ -f "$shared" ] || CROSSCHECK=0
 shared_run() {  # label, index, phase: the shared harness, one phase against one fresh server
@@ -210,6 +215,8 @@ for i in $(seq 1 "$RUNS"); do
   for phase in a b c d e f g h i j; do
     [[ "$RUN_PHASES" == *"$phase"* ]] || continue
     say "run $i/$RUNS, phase $phase"
+    # The disk's own limit (bench/fsyncfloor.py), right before and after phase b's servers.
+    if [ "$phase" = b ]; then floor_run "$i" pre; fi
     for label in "${order[@]}"; do
       if [[ "${PHASES[$label]}" != *"$phase"* ]]; then continue; fi
       case "$phase" in
@@ -218,6 +225,11 @@ for i in $(seq 1 "$RUNS"); do
         *) load_run "$label" "$i" "$phase" ;;
       esac
     done
+    if [ "$phase" = b ]; then
+      floor_run "$i" post
+      "$BPY" bench/fsyncfloor.py --merge "$RESULTS/floor-$i-pre.json" "$RESULTS/floor-$i-post.json" \
+        -- "$RESULTS"/{doemu,doemu_process,workerd}-"$i".json
+    fi
     if [ "$i" -le "$CROSSCHECK" ] && [[ abcdefg == *"$phase"* ]]; then
       cc_order=(doemu workerd)
       if [ $(( i % 2 )) = 0 ]; then cc_order=(workerd doemu); fi

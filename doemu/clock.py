@@ -73,6 +73,13 @@ class _ManualTimer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        # The entry stays in the heap until its time: it must not keep what the callback holds
+        # (an evicted object's host, say) alive until then.
+        self.callback = _nothing
+
+
+def _nothing() -> None:
+    return None
 
 
 class ManualClock:

@@ -39,15 +39,18 @@ class FsyncRecorder:
         self.calls: list[tuple[str, ...]] = []
         #: The thread each call ran on.
         self.threads: list[tuple[str, tuple[str, ...]]] = []
+        #: The paths each call synced data-only (``fdatasync``), beside ``calls``.
+        self.data_only: list[bool] = []
         self._open = threading.Event()
         self._open.set()
         self._lock = threading.Lock()
         self.error: OSError | None = None
 
-    def __call__(self, paths: Any) -> None:
+    def __call__(self, paths: Any, *, data_only: bool = False) -> None:
         paths = tuple(paths)
         with self._lock:
             self.calls.append(paths)
+            self.data_only.append(data_only)
             self.threads.append((threading.current_thread().name, paths))
         assert self._open.wait(10), "an fsync was held for 10 s"
         if self.error is not None:
@@ -199,6 +202,10 @@ async def test_power_level_fsyncs_a_write_before_its_result_leaves(
     assert len(first) == 1
     directory = str(Path(wal).parent)
     assert any(directory in call for call in fsyncs.calls), "the new file's directory entry"
+    # The WAL's data (fdatasync, as SQLite syncs a WAL); the directory entry in full (fsync).
+    kinds = dict(zip(fsyncs.calls, fsyncs.data_only, strict=True))
+    assert kinds[(wal,)] is True
+    assert all(kinds[c] is False for c in fsyncs.calls if directory in c and wal not in c)
 
     fsyncs.hold()
     call = asyncio.ensure_future(stub.incr())

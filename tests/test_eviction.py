@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import resource
+import weakref
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from workers import DurableObject
 
 from doemu.objects.eviction import FD_RESERVE, FDS_PER_OBJECT, live_cap
+from doemu.runtime import ClassSpec, Runtime
 from doemu.testing.plugin import HarnessFactory
 
 BUILT: dict[str, int] = {}
@@ -176,3 +181,34 @@ def test_a_live_cap_past_the_descriptor_limit_is_lowered_with_a_warning(
     assert "max live objects" not in caplog.text
     assert live_cap(20_000) == 1_000
     assert "max live objects 20000 needs more file descriptors" in caplog.text
+
+
+async def test_evicted_objects_are_not_kept_in_memory_by_their_idle_deadlines(
+    tmp_path: Path,
+) -> None:
+    """An evicted host's idle-heap entry lives until its deadline (70-140 s): without the
+    heap's compaction every host evicted by the live cap stayed in memory until then. (On the
+    system clock, as served: the manual clock's timers keep their contexts until advanced.)"""
+    runtime = Runtime(
+        worker_name="churn",
+        classes={"Keeper": ClassSpec(Keeper)},
+        bindings={"KEEPER": "Keeper"},
+        persist_dir=tmp_path / "state",
+        max_live_objects=10,
+    )
+    await runtime.start()
+    try:
+        refs = []
+        for i in range(600):
+            stub = runtime.env.KEEPER.getByName(f"churn-{i}")
+            await stub.touch()
+            refs.append(weakref.ref(runtime.namespace("KEEPER").hosts[str(stub.id)]))
+        del stub
+        await asyncio.sleep(0)
+        gc.collect()
+        alive = sum(1 for ref in refs if ref() is not None)
+        assert runtime.eviction.live_count == 10
+        # the live ones, plus those evicted since the last compaction (at most half the heap)
+        assert alive < 300, f"{alive} of 600 hosts still in memory with 10 live"
+    finally:
+        await runtime.close()

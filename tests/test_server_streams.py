@@ -155,6 +155,9 @@ class Session(Agent):
             "sse": self.stream.sse_readers,
         }
 
+    def buffered(self) -> int:
+        return self.stream.sse_buffered_bytes
+
 
 class FastBeat(Session):
     heartbeat_ms = 20
@@ -168,7 +171,15 @@ class SmallPages(Session):
     stream_class = SmallPageStream
 
 
-CLASSES = {"SESSION": Session, "BEAT": FastBeat, "PAGES": SmallPages}
+class SmallBacklogStream(SessionStream):
+    MAX_SSE_BACKLOG_BYTES = 128 * 1024
+
+
+class SmallBacklog(Session):
+    stream_class = SmallBacklogStream
+
+
+CLASSES = {"SESSION": Session, "BEAT": FastBeat, "PAGES": SmallPages, "BACKLOG": SmallBacklog}
 
 
 @pytest.fixture
@@ -428,6 +439,46 @@ async def test_a_slow_reader_replays_at_its_own_pace_without_a_gap_or_a_duplicat
     assert chunk_events(events) == list(range(150))
     assert events[-1] == {"type": "end", "finalOutput": "fin"}
     assert (await stub.status())["sse"] == 0
+
+
+async def test_a_stalled_sse_reader_is_dropped_past_its_backlog_and_nine_live_ones_get_it_all(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """Memory stays flat with one reader that stops reading: bytes waiting for it never pass
+    ``MAX_SSE_BACKLOG_BYTES`` (here 128 KiB, plus the response stream's own 64 KiB), it is
+    dropped there and told to replay, and the nine that read get every chunk. Measured in
+    bytes buffered (``sse_buffered_bytes``), sampled after every batch of the run."""
+    h = await doemu_harness(CLASSES)
+    stub = h.env.BACKLOG.getByName("stalled")
+    bodies = [
+        (await stub.fetch("http://session/sse?fromSequence=0")).body.getReader() for _ in range(10)
+    ]
+    stalled, live = bodies[0], bodies[1:]
+    received = [b""] * len(live)
+
+    async def read(i: int) -> None:
+        while not (result := await live[i].read()).done:
+            received[i] += result.value.to_bytes()
+
+    readers = [asyncio.ensure_future(read(i)) for i in range(len(live))]
+    limit = SmallBacklogStream.MAX_SSE_BACKLOG_BYTES
+    samples = []
+    total = 0
+    for _ in range(40):  # 40 x 25 chunks of ~1 KB: ~1 MB, eight times the backlog allowed
+        await stub.push_many(25, 1000, True)
+        total += 25
+        samples.append(await stub.buffered())
+    await stub.end_run("fin")
+    await asyncio.wait_for(asyncio.gather(*readers), 30)
+    assert max(samples) <= limit, f"bytes buffered for the stalled reader grew to {max(samples)}"
+    assert (await stub.status())["sse"] == 0  # the stalled one was dropped, the others ended
+    with pytest.raises(Exception, match="fell more than 131072 bytes behind; reconnect"):
+        while not (await asyncio.wait_for(stalled.read(), 5)).done:
+            pass
+    for text in received:
+        events = [json.loads(part[6:]) for part in text.decode().split("\n\n") if part]
+        assert chunk_events(events) == list(range(total))
+        assert events[-1] == {"type": "end", "finalOutput": "fin"}
 
 
 # -- WebSocket ------------------------------------------------------------------------------------

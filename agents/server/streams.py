@@ -30,6 +30,13 @@ replays, ``append`` skips it — the next page reads those rows — and it turns
 turn as the read that found nothing more. A run that ends meanwhile hands it its terminal with
 the last sequence before it, so it stops exactly there.
 
+**A reader that stops reading costs bounded memory.** Live events are written without waiting
+(the run cannot wait for its slowest reader): an SSE response whose client falls more than
+:attr:`SessionStream.MAX_SSE_BACKLOG_BYTES` (1 MiB) behind the response stream's own buffer is
+aborted, its queued bytes freed, and the client reconnects with ``fromSequence`` to replay at its
+own pace. A WebSocket reader is bounded by the runtime: doemu drops a client with 8 MiB of frames
+waiting for it (``doemu.sockets.bridge.MAX_UNSENT_BYTES``), and the object sees a 1006 close.
+
 **Who is subscribed.** WebSocket readers are marked in their socket attachment, which survives
 hibernation: after the object is evicted and woken, the live set is rebuilt from the agent's
 connections on first use (then kept in memory). SSE readers exist only in memory — their
@@ -89,10 +96,10 @@ _SESSION_FORMAT = SseFormat()
 
 
 class _SseReader:
-    """One SSE response: its writer, its format, where its replay stands, and the terminal it
-    ends with."""
+    """One SSE response: its writer, its format, where its replay stands, the terminal it
+    ends with, and how far its client is behind."""
 
-    __slots__ = ("end", "format", "live", "next_sequence", "writer")
+    __slots__ = ("backlog", "end", "format", "live", "next_sequence", "writer")
 
     def __init__(self, writer: Any, next_sequence: int, fmt: SseFormat) -> None:
         self.writer = writer
@@ -101,6 +108,8 @@ class _SseReader:
         self.live = False
         #: (last sequence before it, event text): the terminal this response ends with.
         self.end: tuple[int, str] | None = None
+        #: Bytes of live writes not yet taken by the stream (its own buffer is full).
+        self.backlog = 0
 
 
 class SessionStream:
@@ -123,6 +132,14 @@ class SessionStream:
     HISTORY_MAX_LIMIT: ClassVar[int] = 1000
     #: Rows read per replay step.
     REPLAY_PAGE: ClassVar[int] = 500
+    #: How far a live SSE client may fall behind: bytes written to its response that wait
+    #: beyond the response stream's own buffer (64 KiB on doemu) because the client is not
+    #: reading. A run cannot wait for its slowest reader, so past this the response is aborted
+    #: (the client sees the stream fail) and its queued bytes are freed; every chunk is stored,
+    #: so the client reconnects with ``fromSequence`` and replays at its own pace (replay does
+    #: wait for the client). WebSocket readers are bounded by the runtime instead (doemu drops a
+    #: client with 8 MiB unsent).
+    MAX_SSE_BACKLOG_BYTES: ClassVar[int] = 1024 * 1024
     SSE_HEADERS: ClassVar[Mapping[str, str]] = {
         "content-type": "text/event-stream",
         "cache-control": "no-cache",
@@ -382,17 +399,46 @@ class SessionStream:
         else:
             reader.live = True
 
-    def _write(self, reader: _SseReader, data: Any) -> bool:
-        """Write ``data`` to one response; False (and the reader dropped) if it is gone."""
+    def _write(self, reader: _SseReader, data: Any, live: bool = False) -> bool:
+        """Write ``data`` to one response; False (and the reader dropped) if it is gone, or,
+        for a ``live`` write (one that does not wait for the client, unlike a replay page),
+        too far behind (:attr:`MAX_SSE_BACKLOG_BYTES`)."""
         writer = reader.writer
         try:
             if writer.desiredSize is None:  # errored: the client went away
                 raise ConnectionError("the SSE client went away")
-            _handled(writer.write(data))
+            result = writer.write(data)
         except Exception:
             self._drop(reader)
             return False
+        if not live or (isinstance(result, asyncio.Future) and result.done()):
+            _handled(result)  # a replay page (its caller awaits ready), or taken at once
+            return True
+        # The stream's buffer is full: these bytes wait for the client until the write settles.
+        size = _size(data)
+        reader.backlog += size
+        if reader.backlog > self.MAX_SSE_BACKLOG_BYTES:
+            self._abandon(reader)
+            return False
+        _settled(result, reader, size)
         return True
+
+    def _abandon(self, reader: _SseReader) -> None:
+        """A client too far behind: fail its response, free what waits, drop it."""
+        _handled(
+            reader.writer.abort(
+                f"the SSE client fell more than {self.MAX_SSE_BACKLOG_BYTES} bytes behind; "
+                "reconnect with fromSequence to replay the rest"
+            )
+        )
+        reader.backlog = 0
+        self._drop(reader)
+
+    @property
+    def sse_buffered_bytes(self) -> int:
+        """Bytes written to the open SSE responses that their clients have not taken yet,
+        beyond each stream's own buffer (each at most :attr:`MAX_SSE_BACKLOG_BYTES`)."""
+        return sum(reader.backlog for reader in self._sse)
 
     def _close_sse(self, reader: _SseReader, event_text: str) -> None:
         """Write the terminal ``event_text`` in the reader's format and close the response."""
@@ -415,7 +461,7 @@ class SessionStream:
         while self._sse:
             await asyncio.sleep(self._heartbeat_s)
             for reader in list(self._sse):
-                self._write(reader, self._heartbeat_bytes)
+                self._write(reader, self._heartbeat_bytes, live=True)
 
     # -- WebSocket --------------------------------------------------------------------------------
     def attach(self, connection: Connection, from_sequence: int = 0) -> None:
@@ -475,9 +521,9 @@ class SessionStream:
                 if reader.format.shared:
                     if shared is None:
                         shared = self._encoder.encode(reader.format.chunk(*chunk))
-                    self._write(reader, shared)
+                    self._write(reader, shared, live=True)
                 elif text := reader.format.chunk(*chunk):
-                    self._write(reader, self._encoder.encode(text))
+                    self._write(reader, self._encoder.encode(text), live=True)
         sockets = self._readers()
         for connection_id, ws in list(sockets.items()):
             try:
@@ -508,6 +554,32 @@ def _ignore(*_args: Any) -> None:
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _size(data: Any) -> int:
+    """Bytes in an encoded chunk (``bytes`` on doemu, a ``Uint8Array`` on Cloudflare)."""
+    size = getattr(data, "byteLength", None)
+    return int(size) if isinstance(size, int) else len(data)
+
+
+def _settled(result: Any, reader: _SseReader, size: int) -> None:
+    """When the write ``result`` settles (the client took it, or the stream failed), its
+    ``size`` bytes no longer wait for ``reader``."""
+
+    def done(*_args: Any) -> None:
+        reader.backlog = max(0, reader.backlog - size)
+
+    if isinstance(result, asyncio.Future):
+
+        def settled(future: asyncio.Future[Any]) -> None:
+            _retrieve(future)
+            done()
+
+        result.add_done_callback(settled)
+    elif hasattr(result, "then"):  # a JavaScript promise (Cloudflare)
+        result.then(done, done)
+    else:
+        done()
 
 
 def _handled(result: Any) -> None:

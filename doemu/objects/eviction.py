@@ -94,6 +94,8 @@ class EvictionManager:
         self.max_live = live_cap(max_live)
         self._live: collections.OrderedDict[Evictable, None] = collections.OrderedDict()
         self._heap: list[tuple[float, int, Evictable]] = []
+        #: Heap entries of hosts deactivated since they were pushed (see ``deactivated``).
+        self._stale = 0
         self._seq = itertools.count()
         self._timer: TimerHandle | None = None
         self._timer_at: float | None = None
@@ -120,6 +122,26 @@ class EvictionManager:
     def deactivated(self, host: Evictable) -> None:
         self._live.pop(host, None)
         host.idle_deadline = None
+        if host.in_idle_heap:
+            # Its heap entry stays until it comes due (70-140 s by default), and holds the host:
+            # after a burst of evictions (the live cap churning through 10,000 objects, an
+            # evict-all) that would keep every evicted host in memory. Once most entries are
+            # stale, the heap is rebuilt from the live ones: O(n) per n/2 evictions.
+            self._stale += 1
+            if self._stale > 256 and self._stale * 2 > len(self._heap):
+                self._compact()
+
+    def _compact(self) -> None:
+        kept = []
+        for entry in self._heap:
+            host = entry[2]
+            if host.live and host.idle_deadline is not None:
+                kept.append(entry)
+            else:
+                host.in_idle_heap = False
+        heapq.heapify(kept)
+        self._heap = kept
+        self._stale = 0
 
     def idle(self, host: Evictable) -> None:
         """``host`` has nothing in flight any more: start its idle window."""

@@ -47,7 +47,7 @@ from ..jsboundary import JsDict
 from ..objects.diagnostics import explain, forgot_await
 from ..runtime import Runtime, current_entry
 from ..sockets.bridge import WriteBatch, bridge
-from ..sockets.protocol import SEND_FRAME
+from ..sockets.protocol import ABORT, SEND_FRAME
 from ..tracebacks import user_traceback
 from .admin import ADMIN_PREFIX, AdminApp
 from .errorpage import error_page, is_loopback, wants_html
@@ -310,8 +310,9 @@ class DoemuApp:
         if protocol:
             accept["subprotocol"] = protocol
         await send(accept)
-        send_frame = scope.get("extensions", {}).get(SEND_FRAME)
-        await bridge(client, receive, send, self._writes, send_frame)
+        extensions = scope.get("extensions") or {}
+        send_frame = extensions.get(SEND_FRAME)
+        await bridge(client, receive, send, self._writes, send_frame, extensions.get(ABORT))
 
 
 def _error_response(scope: Scope, exc: HttpError) -> Response:

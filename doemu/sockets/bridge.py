@@ -20,7 +20,7 @@ from ..compat.socket_end import SocketEnd
 from ..compat.ws_events import CloseEvent
 from .delivery import SocketEvent, collect_socket_events, resume
 
-__all__ = ["ABNORMAL_CLOSE_REASON", "WriteBatch", "bridge"]
+__all__ = ["ABNORMAL_CLOSE_REASON", "MAX_UNSENT_BYTES", "WriteBatch", "bridge"]
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -31,6 +31,15 @@ _log = logging.getLogger("doemu.sockets")
 #: workerd's close reason for a client that vanished without a Close frame.
 ABNORMAL_CLOSE_REASON = "WebSocket disconnected without sending Close frame."
 
+#: How far a client may fall behind: the bytes of frames the object sent that wait in doemu
+#: because the connection's send buffers (the kernel's and the transport's, about 64 KiB above
+#: the kernel's) are full. ``ws.send()`` has no back-pressure, so a client that stops reading
+#: would otherwise grow the server's memory by everything the object sends it; past this the
+#: connection is dropped (TCP reset; the object's ``webSocketClose`` sees 1006, as for a client
+#: that vanished) and its unsent frames are freed. 8 MiB is seconds of a busy stream for a
+#: client that is merely slow, and a stalled one costs at most that.
+MAX_UNSENT_BYTES = 8 * 1024 * 1024
+
 
 async def bridge(
     client: SocketEnd,
@@ -38,6 +47,7 @@ async def bridge(
     send: Send,
     batch: WriteBatch,
     send_frame: Callable[[str | bytes], bool] | None = None,
+    abort: Callable[[], None] | None = None,
 ) -> None:
     """Pump frames between the network and the client end of the pair until either side closes.
 
@@ -46,7 +56,7 @@ async def bridge(
     in the task that read it (:class:`_Inbound`). This task only waits for the connection to
     end, so it never runs user code and uvicorn's shutdown never waits for a handler.
     """
-    outbound = _Outbound(send, batch, send_frame)
+    outbound = _Outbound(send, batch, send_frame, abort)
     for item in list(client.inbox):  # what the object sent before the handshake completed
         if isinstance(item, str | bytes):
             outbound.message(item)
@@ -78,22 +88,28 @@ class _Outbound:
     finishes on the spot. If it suspends, a task finishes it and later frames (a close
     included) queue behind it, so order is kept. With doemu's uvicorn protocol, a data frame
     skips ``send`` altogether (``send_frame``, see :mod:`doemu.sockets.protocol`) whenever that
-    protocol says it can be written as it is.
+    protocol says it can be written as it is. The backlog is bounded: past
+    :data:`MAX_UNSENT_BYTES` the client is not reading, and the connection is dropped.
     """
 
-    __slots__ = ("_backlog", "_batch", "_closed", "_dead", "_send", "_send_frame", "_task")
+    __slots__ = ("_abort", "_backlog", "_batch", "_closed", "_dead", "_send", "_send_frame",
+                 "_task", "_unsent")  # fmt: skip
 
     def __init__(
         self,
         send: Send,
         batch: WriteBatch,
         send_frame: Callable[[str | bytes], bool] | None = None,
+        abort: Callable[[], None] | None = None,
     ) -> None:
         self._send = send
         self._send_frame = send_frame
+        self._abort = abort
         self._batch = batch
         #: Frames waiting behind a suspended send; ``None`` while nothing is suspended.
         self._backlog: deque[Message] | None = None
+        #: The payload bytes in the backlog.
+        self._unsent = 0
         self._task: asyncio.Task[None] | None = None
         #: A close frame is on its way: later frames are dropped (the object cannot send any).
         self._closed = False
@@ -118,6 +134,7 @@ class _Outbound:
         """The connection is over: drop whatever has not been written."""
         self._dead = True
         self._backlog = None
+        self._unsent = 0
         if self._task is not None:
             self._task.cancel()
 
@@ -125,16 +142,35 @@ class _Outbound:
         if self._closed or self._dead:
             return
         if self._backlog is not None:
-            self._backlog.append(message)
+            self._queue(message)
         else:
             self._batch.add(self, message)
+
+    def _queue(self, message: Message) -> None:
+        """Behind a suspended send: into the backlog, or the client is dropped if it is full."""
+        assert self._backlog is not None
+        data = message.get("text")
+        if data is None:
+            data = message.get("bytes") or b""
+        self._unsent += len(data)
+        self._backlog.append(message)
+        if self._unsent > MAX_UNSENT_BYTES:
+            _log.warning(
+                "dropping a WebSocket client that stopped reading: more than %d bytes of "
+                "frames are waiting for it",
+                MAX_UNSENT_BYTES,
+            )
+            abort = self._abort
+            self.stop()
+            if abort is not None:
+                abort()
 
     def write(self, message: Message) -> None:
         """Hand ``message`` to uvicorn now (the batch's flush), or queue it behind a slow send."""
         if self._dead:
             return
         if self._backlog is not None:
-            self._backlog.append(message)
+            self._queue(message)
             return
         send_frame = self._send_frame
         if send_frame is not None and message["type"] == "websocket.send":
@@ -167,12 +203,18 @@ class _Outbound:
             await rest
             backlog = self._backlog
             while backlog:
-                await self._send(backlog.popleft())
+                message = backlog.popleft()
+                data = message.get("text")
+                if data is None:
+                    data = message.get("bytes") or b""
+                self._unsent -= len(data)
+                await self._send(message)
         except Exception as exc:
             self._failed(exc)
         finally:
             self._backlog = None
             self._task = None
+            self._unsent = 0
 
     def _failed(self, exc: Exception) -> None:
         # The client is gone (uvicorn raises ClientDisconnected) or the connection is closing;

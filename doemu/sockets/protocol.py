@@ -39,11 +39,17 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SEND_FRAME", "encode_data_frame", "uvicorn_ws_protocol"]
+__all__ = ["ABORT", "SEND_FRAME", "encode_data_frame", "uvicorn_ws_protocol"]
 
 #: The ASGI ``extensions`` key under which the protocol offers its direct frame writer:
 #: ``writer(data: str | bytes) -> bool``, False when the frame must go through ``send``.
 SEND_FRAME = "doemu.websocket.send_frame"
+#: The ASGI ``extensions`` key of ``abort() -> None``: drop the connection at once (TCP reset, no
+#: Close frame, whatever is still buffered for it discarded); the app then sees a 1006
+#: disconnect. The bridge uses it for a client that stopped reading (see
+#: :data:`doemu.sockets.bridge.MAX_UNSENT_BYTES`): a Close frame would only queue behind the
+#: frames it is not reading.
+ABORT = "doemu.websocket.abort"
 
 _TEXT = 0x81  # FIN + text opcode
 _BINARY = 0x82  # FIN + binary opcode
@@ -125,6 +131,12 @@ def uvicorn_ws_protocol() -> Callable[..., asyncio.Protocol]:
             scope: Any = getattr(self, "scope", None)
             if scope is not None:  # an accepted upgrade: the app will be called with it
                 scope["extensions"][SEND_FRAME] = self.send_frame
+                scope["extensions"][ABORT] = self.abort_connection
+
+        def abort_connection(self) -> None:
+            """Drop the connection now (see :data:`ABORT`)."""
+            if not self.disconnected:
+                self.transport.abort()
 
         def send_frame(self, data: str | bytes) -> bool:
             """Write one data frame now, as ``send`` would; False: use ``send`` instead."""

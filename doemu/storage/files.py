@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import itertools
 import logging
 import os
@@ -49,6 +50,8 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from .trim import trim_freed_memory
 
 __all__ = ["SPARE_DIR", "FileClosing", "ObjectFiles", "template", "write_template"]
 
@@ -66,6 +69,12 @@ DEFAULT_SPARES = 16
 #: caller closes inline, which is the back-pressure.
 MAX_PENDING_CLOSES = 32
 
+
+#: Seconds without file jobs after closes before freed memory goes back to the OS (see
+#: :mod:`doemu.storage.trim`): once a burst of evictions is over, not during it.
+TRIM_AFTER_IDLE_S = 0.5
+#: Closes it takes to be worth that: a garbage collection on the loop, then ``malloc_trim``.
+TRIM_MIN_CLOSES = 64
 
 _SUFFIXES = ("-wal", "-shm", "")  # the database itself last: its appearance makes the object
 
@@ -148,6 +157,12 @@ class ObjectFiles:
         self._thread: threading.Thread | None = None
         self._seq = itertools.count()
         self._closed = False
+        #: Connections closed since the last trim (the worker trims once it has been idle).
+        self._closes_since_trim = 0
+        #: Trims run so far (tests read it).
+        self.trims = 0
+        #: The loop connections are closed from (the collection before a trim runs there).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- the loop side --------------------------------------------------------------------------
 
@@ -185,6 +200,9 @@ class ObjectFiles:
         close runs, and, if ``reusable``, can take the connection back until it starts.
         """
         key = None if path is None else str(path)
+        if self._loop is None:
+            with contextlib.suppress(RuntimeError):  # no loop (a synchronous caller): none
+                self._loop = asyncio.get_running_loop()
         with self._lock:
             inline = self._closed or self._pending_closes >= MAX_PENDING_CLOSES
             if not inline:
@@ -193,6 +211,11 @@ class ObjectFiles:
                     self._closing[key] = db
         if inline:
             db.close()
+            with self._lock:
+                self._closes_since_trim += 1
+                wake = self._closes_since_trim == TRIM_MIN_CLOSES and not self._closed
+            if wake:  # the worker may be waiting without a timeout: let it start counting
+                self._submit(_nothing)
         else:
             self._submit(functools.partial(self._close, db, key, reusable))
 
@@ -225,6 +248,7 @@ class ObjectFiles:
             db.close()
         finally:
             with self._lock:
+                self._closes_since_trim += 1
                 self._pending_closes -= 1
                 if key is not None and done is not None:
                     if self._in_close.get(key) is done:
@@ -302,10 +326,45 @@ class ObjectFiles:
 
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
+            if self._closes_since_trim >= TRIM_MIN_CLOSES:
+                try:
+                    job = self._jobs.get(timeout=TRIM_AFTER_IDLE_S)
+                except queue.Empty:
+                    self._idle_after_closes()
+                    continue
+            else:
+                job = self._jobs.get()
             if job is None:
                 return
             self._run(job)
+
+    def _idle_after_closes(self) -> None:
+        """Many closes, then a quiet moment: collect on the loop, then trim here.
+
+        The objects of evicted instances are mostly in reference cycles, so their memory is
+        free only after a collection; the trim then hands it back.
+        """
+        with self._lock:
+            self._closes_since_trim = 0
+        loop = self._loop
+        try:
+            if loop is None:
+                raise RuntimeError("no loop")
+            loop.call_soon_threadsafe(self._collect)
+        except RuntimeError:  # the loop is gone: trim what is free already
+            self._trim()
+
+    def _collect(self) -> None:
+        gc.collect()
+        if not self._closed:
+            self._submit(self._trim)
+
+    def _trim(self) -> None:
+        try:
+            trim_freed_memory()
+        except Exception:  # never worth failing the worker for
+            _log.exception("returning freed memory to the OS failed")
+        self.trims += 1
 
     def _run(self, job: Callable[[], None]) -> None:
         try:
@@ -315,6 +374,10 @@ class ObjectFiles:
             if isinstance(job, functools.partial) and job.func == self._fill:
                 with self._lock:
                     self._filling.discard(job.args[0])
+
+
+def _nothing() -> None:
+    return None
 
 
 def _remove_set(spare: Path) -> None:
