@@ -130,6 +130,8 @@ async def test_d1_migrations_and_sql_through_the_admin_api(
         "applied": [],
         "pending": ["0001_users.sql", "0002_seed.sql"],
     }
+    tables = await c.post(f"{API}/d1/DB/sql", json={"query": "SELECT name FROM sqlite_master"})
+    assert tables.json()["rows"] == []  # looking created no d1_migrations table
     applied = await c.post(f"{API}/d1/DB/migrations/apply")
     assert applied.json() == {"applied": ["0001_users.sql", "0002_seed.sql"]}
     assert (await c.post(f"{API}/d1/DB/migrations/apply")).json() == {"applied": []}

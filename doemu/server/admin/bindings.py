@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from ...bindings import BindingError, NoScheduledHandler, WorkerBindings
 from ...bindings.d1.engine import Query, d1_value
-from ...bindings.d1.migrations import apply_migrations, migration_state
+from ...bindings.d1.migrations import apply_migrations, migration_files, migration_state
 from ...config.bindings import D1DatabaseBinding
 from ...errors import HttpError
 from ...inspection.readers import jsonable, read_sql
@@ -176,6 +176,18 @@ class BindingRoutes:
             if durable is not None:
                 await durable
             return JSONResponse({"applied": applied})
+        table = spec.migrations_table
+        listed = await read_sql(
+            engine.path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]
+        )
+        if not listed["rows"]:  # looking does not create the table (the inspector looks often)
+            return JSONResponse(
+                {
+                    "folder": str(spec.migrations_dir),
+                    "applied": [],
+                    "pending": migration_files(spec.migrations_dir),
+                }
+            )
         state = migration_state(engine, spec)
         return JSONResponse(
             {
@@ -388,7 +400,8 @@ BINDING_PATHS: dict[str, Any] = {
     },
     _API + "/d1/{binding}/migrations": {
         "get": _op(
-            "Applied and pending migrations of the migrations folder",
+            "Applied and pending migrations of the migrations folder (looking creates no "
+            "migrations table)",
             "Migrations",
             params=[_BINDING],
         )
