@@ -76,6 +76,7 @@ async def test_kv_entries_read_and_written_through_the_binding(
         "keys": [{"name": "a/b", "expiration": int(T0 // 1000) + 3600, "metadata": {"m": 1}}],
         "list_complete": True,
         "cursor": None,
+        "count": 1,
     }
     first = (await c.get(f"{API}/kv/CACHE/keys", params={"limit": 1})).json()
     assert first["list_complete"] is False and first["cursor"]
@@ -129,6 +130,8 @@ async def test_d1_migrations_and_sql_through_the_admin_api(
         "applied": [],
         "pending": ["0001_users.sql", "0002_seed.sql"],
     }
+    tables = await c.post(f"{API}/d1/DB/sql", json={"query": "SELECT name FROM sqlite_master"})
+    assert tables.json()["rows"] == []  # looking created no d1_migrations table
     applied = await c.post(f"{API}/d1/DB/migrations/apply")
     assert applied.json() == {"applied": ["0001_users.sql", "0002_seed.sql"]}
     assert (await c.post(f"{API}/d1/DB/migrations/apply")).json() == {"applied": []}
@@ -178,3 +181,45 @@ async def test_r2_objects_through_the_admin_api(tmp_path: Path) -> None:
         assert missing.status_code == 404
         assert missing.json() == {"error": "no object 'c' in R2 bucket FILES"}
         assert (await c.get(f"{API}/r2/NOPE/objects")).status_code == 404
+
+
+async def test_listings_count_what_has_the_prefix(tmp_path: Path) -> None:
+    """A KV page says how many live keys have its prefix (an expired one is not counted), an R2
+    page how many objects, and how many bytes, are under its prefix at any depth: what the
+    inspector's "200 of 230" needs."""
+    resources = WorkerResources(
+        kv=(KvNamespaceBinding("CACHE", "ns-1"),), r2=(R2BucketBinding("FILES", "files"),)
+    )
+    async with served(tmp_path, resources) as (runtime, c):
+        for n in range(5):
+            await runtime.env.CACHE.put(f"a/{n}", "v")
+        await runtime.env.CACHE.put("a/short", "v", expirationTtl=60)
+        await runtime.env.CACHE.put("b", "v")
+        page = (await c.get(f"{API}/kv/CACHE/keys", params={"prefix": "a/", "limit": 2})).json()
+        assert (len(page["keys"]), page["count"], page["list_complete"]) == (2, 6, False)
+        assert isinstance(runtime.clock, ManualClock)
+        runtime.clock.advance(61_000)
+        assert (await c.get(f"{API}/kv/CACHE/keys", params={"prefix": "a/"})).json()["count"] == 5
+        assert (await c.get(f"{API}/kv/CACHE/keys")).json()["count"] == 6
+
+        await runtime.env.FILES.put("docs/a.txt", "hello")
+        await runtime.env.FILES.put("docs/img/b.png", b"\x00" * 10)
+        await runtime.env.FILES.put("top", "x")
+        docs = (
+            await c.get(f"{API}/r2/FILES/objects", params={"prefix": "docs/", "delimiter": "/"})
+        ).json()
+        assert [o["key"] for o in docs["objects"]] == ["docs/a.txt"]
+        assert docs["delimitedPrefixes"] == ["docs/img/"]
+        assert (docs["count"], docs["bytes"]) == (2, 15)
+        everything = (await c.get(f"{API}/r2/FILES/objects")).json()
+        assert (everything["count"], everything["bytes"]) == (3, 16)
+
+
+async def test_crons_say_now_on_the_doemu_clock(tmp_path: Path) -> None:
+    """``/crons`` carries the clock's now (the one ``next`` is on), with or without crons."""
+    async with served(tmp_path, WorkerResources()) as (runtime, c):
+        listed = (await c.get(f"{API}/crons")).json()
+        assert listed == {"handler": False, "crons": [], "history": [], "now": T0}
+        assert isinstance(runtime.clock, ManualClock)
+        runtime.clock.advance(5_000)
+        assert (await c.get(f"{API}/crons")).json()["now"] == T0 + 5_000

@@ -207,7 +207,7 @@ async def test_the_test_scheduled_route(app: tuple[Runtime, httpx.AsyncClient]) 
 async def test_crons_in_the_admin_api(app: tuple[Runtime, httpx.AsyncClient]) -> None:
     _, http = app
     listed = (await http.get(f"{API}/crons")).json()
-    assert listed["handler"] is True
+    assert listed["handler"] is True and listed["now"] == T0  # the clock "next" is on
     assert [(c["cron"], utc(c["next"])) for c in listed["crons"]] == [
         ("0 0 * * *", "Fri 2026-01-02 00:00"),
         ("*/5 * * * *", "Thu 2026-01-01 00:05"),

@@ -106,11 +106,12 @@ class KvStore:
         next_cursor = _encode_cursor(keys[-1][0]) if more and keys else None
         return KvListing(keys, next_cursor)
 
-    def count(self) -> int:
-        """Live entries (the admin API's summary)."""
+    def count(self, prefix: str = "") -> int:
+        """Live entries whose key starts with ``prefix`` (the admin API's "200 of N")."""
         row = self._db.execute(
-            "SELECT count(*) FROM kv_entries WHERE expiration IS NULL OR expiration > ?",
-            (self.now(),),
+            "SELECT count(*) FROM kv_entries WHERE substr(key, 1, length(:prefix)) = :prefix "
+            "AND (expiration IS NULL OR expiration > :now)",
+            {"prefix": prefix, "now": self.now()},
         ).fetchone()
         return int(row[0])
 

@@ -312,9 +312,14 @@ class R2Store:
         last = grouped[limit - 1][0] if len(grouped) > limit else None
         return objects, prefixes, last
 
-    def count(self) -> tuple[int, int]:
-        """Objects and their total size (the admin API's summary)."""
-        row = self._db.execute("SELECT count(*), coalesce(sum(size), 0) FROM objects").fetchone()
+    def count(self, prefix: str = "") -> tuple[int, int]:
+        """Objects whose key starts with ``prefix`` and their total size (the admin API's
+        summary)."""
+        row = self._db.execute(
+            "SELECT count(*), coalesce(sum(size), 0) FROM objects "
+            "WHERE substr(key, 1, length(:prefix)) = :prefix",
+            {"prefix": prefix},
+        ).fetchone()
         return int(row[0]), int(row[1])
 
     # -- multipart ---------------------------------------------------------------------------------

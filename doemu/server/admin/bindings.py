@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from ...bindings import BindingError, NoScheduledHandler, WorkerBindings
 from ...bindings.d1.engine import Query, d1_value
-from ...bindings.d1.migrations import apply_migrations, migration_state
+from ...bindings.d1.migrations import apply_migrations, migration_files, migration_state
 from ...config.bindings import D1DatabaseBinding
 from ...errors import HttpError
 from ...inspection.readers import jsonable, read_sql
@@ -93,17 +93,19 @@ class BindingRoutes:
         binding = self._kv(request)
         store = self.extra.kv_store(binding)
         limit = int_query(request, "limit", 1000) or 1000
-        page = store.list(
-            request.query_params.get("prefix", ""),
-            min(limit, 1000),
-            request.query_params.get("cursor"),
-        )
+        prefix = request.query_params.get("prefix", "")
+        page = store.list(prefix, min(limit, 1000), request.query_params.get("cursor"))
         keys = [
             {"name": n, "expiration": e, "metadata": None if m is None else json.loads(m)}
             for n, e, m in page.keys
         ]
         return JSONResponse(
-            {"keys": keys, "list_complete": page.cursor is None, "cursor": page.cursor}
+            {
+                "keys": keys,
+                "list_complete": page.cursor is None,
+                "cursor": page.cursor,
+                "count": store.count(prefix),  # every live key with the prefix, for "N of M"
+            }
         )
 
     async def kv_entry(self, request: Request) -> Response:
@@ -174,6 +176,18 @@ class BindingRoutes:
             if durable is not None:
                 await durable
             return JSONResponse({"applied": applied})
+        table = spec.migrations_table
+        listed = await read_sql(
+            engine.path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]
+        )
+        if not listed["rows"]:  # looking does not create the table (the inspector looks often)
+            return JSONResponse(
+                {
+                    "folder": str(spec.migrations_dir),
+                    "applied": [],
+                    "pending": migration_files(spec.migrations_dir),
+                }
+            )
         state = migration_state(engine, spec)
         return JSONResponse(
             {
@@ -200,15 +214,19 @@ class BindingRoutes:
             start = base64.b64decode(cursor).decode("utf-8", "replace") if cursor else None
         except ValueError:
             raise HttpError(400, f"cursor {cursor!r} is not a cursor this API gave") from None
+        prefix = query.get("prefix", "")
         rows, prefixes, last = store.list(
-            query.get("prefix", ""), start, min(limit, 1000), query.get("delimiter") or None
+            prefix, start, min(limit, 1000), query.get("delimiter") or None
         )
+        count, size = store.count(prefix)  # under the prefix at any depth, for a summary
         return JSONResponse(
             {
                 "objects": [_r2_json(row) for row in rows],
                 "delimitedPrefixes": prefixes,
                 "truncated": last is not None,
                 "cursor": None if last is None else base64.b64encode(last.encode()).decode(),
+                "count": count,
+                "bytes": size,
             }
         )
 
@@ -232,9 +250,11 @@ class BindingRoutes:
     # -- crons -----------------------------------------------------------------------------------
     async def crons(self, request: Request) -> Response:
         crons = self.extra.crons
+        # "now" is the doemu clock's, which "next" is on (a manual clock's, with --clock manual).
+        now = {"now": self.runtime.clock.now()}
         if crons is None:
-            return JSONResponse({"handler": False, "crons": [], "history": []})
-        return JSONResponse(crons.describe())
+            return JSONResponse({"handler": False, "crons": [], "history": [], **now})
+        return JSONResponse({**crons.describe(), **now})
 
     async def run_cron(self, request: Request) -> Response:
         crons = self.extra.crons
@@ -355,7 +375,8 @@ BINDING_PATHS: dict[str, Any] = {
     },
     _API + "/kv/{binding}/keys": {
         "get": _op(
-            "A page of a KV namespace's live keys (expiration in seconds, metadata as JSON)",
+            "A page of a KV namespace's live keys (expiration in seconds, metadata as JSON), and "
+            "count: how many live keys have the prefix",
             "Keys",
             params=[
                 _BINDING,
@@ -386,7 +407,8 @@ BINDING_PATHS: dict[str, Any] = {
     },
     _API + "/r2/{binding}/objects": {
         "get": _op(
-            "A page of an R2 bucket's objects (metadata only)",
+            "A page of an R2 bucket's objects (metadata only), and count and bytes: the objects "
+            "under the prefix (at any depth) and their total size",
             "Objects",
             params=[
                 _BINDING,
@@ -427,7 +449,11 @@ BINDING_PATHS: dict[str, Any] = {
         )
     },
     _API + "/crons": {
-        "get": _op("Cron triggers with their next time (epoch ms), and the last 100 runs", "Crons")
+        "get": _op(
+            "Cron triggers with their next time and now, both on the doemu clock (epoch ms), "
+            "and the last 100 runs",
+            "Crons",
+        )
     },
     _API + "/crons/run": {
         "post": _op(
@@ -458,7 +484,8 @@ BINDING_PATHS: dict[str, Any] = {
     },
     _API + "/d1/{binding}/migrations": {
         "get": _op(
-            "Applied and pending migrations of the migrations folder",
+            "Applied and pending migrations of the migrations folder (looking creates no "
+            "migrations table)",
             "Migrations",
             params=[_BINDING],
         )

@@ -12,22 +12,40 @@ and the timeline. Anything else is a :class:`Section` in a module of its own, li
 :data:`SECTIONS`: its HTML goes into one of the page's slots, its style and script after the
 core's. A section's script uses the core's ``doemu`` object: ``doemu.api(method, path, body)``,
 ``doemu.sql(object, query)``, ``doemu.el(tag, attrs, ...children)``, ``doemu.fill(table,
-columns, rows)``, ``doemu.time(ms)``, and the hooks ``doemu.onRefresh`` (called with the
-``/objects`` listing after every refresh) and ``doemu.onObject`` (called with the opened object
-and the set of its SQL table names). :mod:`.inspector_agents` (an agent's state, schedules,
-fibers and chat transcript) is one.
+columns, rows)``, ``doemu.time(ms)``, ``doemu.showError(error)``, ``doemu.API`` and
+``doemu.headers(json)`` (for a ``fetch`` of its own, as a download needs), and the hooks
+``doemu.onRefresh`` (called with the ``/objects`` listing after every refresh) and
+``doemu.onObject`` (called with the opened object and the set of its SQL table names).
+:mod:`.inspector_agents` (an agent's state, schedules, fibers and chat transcript) is one. The
+bindings' views are kinds of :mod:`.inspector_bindings` (a module each: ``inspector_kv``,
+``inspector_d1``, ``inspector_r2``, ``inspector_crons``, ``inspector_services``), listed after
+the section they share.
 """
 
 from __future__ import annotations
 
 from .inspector_agents import AGENT_SECTION
+from .inspector_bindings import BINDINGS_SECTION
+from .inspector_crons import CRONS_SECTION
+from .inspector_d1 import D1_SECTION
+from .inspector_kv import KV_SECTION
+from .inspector_r2 import R2_SECTION
 from .inspector_script import CORE_SCRIPT
 from .inspector_section import Section
+from .inspector_services import SERVICES_SECTION
 
 __all__ = ["SECTIONS", "STYLE", "TEMPLATE", "Section", "assemble"]
 
 #: Every section of the page beyond the core, in order. Add one here to show something new.
-SECTIONS: tuple[Section, ...] = (AGENT_SECTION,)
+SECTIONS: tuple[Section, ...] = (
+    AGENT_SECTION,
+    BINDINGS_SECTION,  # what the binding kinds below share: before them
+    KV_SECTION,
+    D1_SECTION,
+    R2_SECTION,
+    CRONS_SECTION,
+    SERVICES_SECTION,
+)
 
 TEMPLATE = """<!doctype html>
 <html lang="en">

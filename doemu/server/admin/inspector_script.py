@@ -495,7 +495,8 @@ $("timeline").append(el("li", { className: "placeholder" },
   "no events yet: requests, lifecycle events and log lines appear here as they happen"));
 
 // What sections from other modules use (see doemu/server/admin/inspector_page.py).
-const doemu = { api, sql, el, fill, time, show, label, onRefresh: [], onObject: [] };
+const doemu = { api, sql, el, fill, time, show, label, headers, API, showError,
+  onRefresh: [], onObject: [] };
 window.doemu = doemu;
 // Sections' scripts follow this one; start once they have registered their hooks.
 setTimeout(() => refresh().catch(showError).then(startStream), 0);
