@@ -257,6 +257,13 @@ class WorkerBindings:
                     "type": "ai",
                     "resource": settings.base_url if settings else "(not configured)",
                     "configured": settings is not None,
+                    # What the banner shows after the endpoint.
+                    "target": (
+                        f"{len(settings.models)} model(s) mapped, default "
+                        f"{settings.default_model or 'none'}"
+                        if settings
+                        else "run() fails until [tool.doemu.ai] base_url is set in pyproject.toml"
+                    ),
                     "models": dict(settings.models) if settings else {},
                     "default_model": settings.default_model if settings else None,
                     "default_embedding_model": (
