@@ -45,8 +45,8 @@ class Default(WorkerEntrypoint):
                 return as_json({"response": result.response, "usage": result.usage})
             if path == "/stream":
                 stream = await self.env.AI.run(
-                    MODEL, {"messages": [{"role": "user", "content": body["prompt"]}],
-                            "stream": True}
+                    MODEL,
+                    {"messages": [{"role": "user", "content": body["prompt"]}], "stream": True},
                 )
                 return Response(stream, headers={"content-type": "text/event-stream"})
             if path == "/embed":
@@ -55,12 +55,9 @@ class Default(WorkerEntrypoint):
             if path == "/tool":
                 result = await self.env.AI.run(
                     MODEL,
-                    {"messages": [{"role": "user", "content": body["prompt"]}],
-                     "tools": [WEATHER]},
+                    {"messages": [{"role": "user", "content": body["prompt"]}], "tools": [WEATHER]},
                 )
                 return as_json({"tool_calls": result.tool_calls})
         except JsException as error:
-            return Response(
-                json.dumps({"name": error.name, "message": error.message}), status=502
-            )
+            return Response(json.dumps({"name": error.name, "message": error.message}), status=502)
         return Response("not found", status=404)
