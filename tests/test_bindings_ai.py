@@ -300,3 +300,21 @@ def test_an_ai_binding_is_emulated_not_warned_about(tmp_path: Any) -> None:
     config = load_config(tmp_path)
     assert config.resources.ai == AiBinding("AI")
     assert not [w for w in config.warnings if '"ai"' in w]
+
+
+async def test_a_project_harness_reads_tool_doemu_ai(
+    doemu_harness: HarnessFactory, llm: FakeLLM, tmp_path: Any
+) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "entry.py").write_text("")
+    (project / "wrangler.toml").write_text(
+        'name = "w"\nmain = "src/entry.py"\ncompatibility_date = "2025-01-01"\n'
+        'compatibility_flags = ["python_workers"]\n[ai]\nbinding = "BRAIN"\n'
+    )
+    (project / "pyproject.toml").write_text(
+        f'[tool.doemu.ai]\nbase_url = "{llm.url}/v1"\ndefault_model = "local"\n'
+    )
+    h = await doemu_harness(config=project / "wrangler.toml", vars={"DOEMU_AI_API_KEY": "test-key"})
+    assert (await h.env.BRAIN.run(LLAMA, {"prompt": "hi"})).response == "ok"
+    assert llm.requests("chat")[0]["model"] == "local"
