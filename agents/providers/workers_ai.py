@@ -47,8 +47,8 @@ __all__ = ["WorkersAI"]
 
 
 def _tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": dict(t.parameters)}}
+    """Tools in Workers AI's documented shape: ``{name, description, parameters}``."""
+    return [{"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
             for t in tools]  # fmt: skip
 
 
