@@ -19,6 +19,13 @@ the model again, until it answers without tools, a client tool needs the browser
 * **Usage is counted** per request into the agent's usage table (per turn = per assistant
   message, per operation, per agent): from the moment the provider accepts it, so a request
   cut before its report still counts (:mod:`agents.providers.meter`).
+* **Structured output** (``output_schema``): every request asks for JSON in the schema's shape
+  (the provider's structured-output mode) and the final answer is checked
+  (:mod:`agents.providers.output`). An accepted one is the message's ``data-structured-output``
+  part; a refused one gets a ``data-structured-output-error`` part whose correction the model
+  reads on the next step, within ``max_steps``; a reply that spends its budget without an
+  accepted answer ends with an ``error`` chunk naming the last violation. Both parts are stored
+  with the message, so a recovered turn knows what was judged and what the model was told.
 * **The proactive context guard**: before a step, when the previous step's input tokens crossed
   ``max_input_tokens × headroom`` (the agent's ``context_overflow.proactive``), the transcript
   is compacted with ``compact_messages`` (at most ``max_compactions`` times per reply).
@@ -34,6 +41,8 @@ from ..chat.transcript.messages import new_assistant_id
 from .base import Finished, ModelCall, Provider, Started, TextDelta, ToolCallDone
 from .checkpoint import Plan, TurnCheckpoint, load_checkpoint, plan_turn
 from .meter import RequestMeter
+from .output import CORRECTION_PART, OUTPUT_PART, OutputSchema, OutputSchemaError, correction
+from .output import output_schema as as_output_schema
 from .tools import Tool, run_tool, tool_op
 from .transcript import Item, Text, ToolCall, ToolResult, items_from_messages, merge_texts
 
@@ -278,6 +287,47 @@ def _client_calls(reply: _Reply, calls: Sequence[Sequence[Any]]) -> bool:
     return any((t := reply.tools.get(str(c[1]))) is not None and t.execute is None for c in calls)
 
 
+def _corrections(partial: Mapping[str, Any] | None) -> set[str]:
+    """The ids of the corrections the partial holds already (the model reads them from it)."""
+    return {
+        str(p.get("id"))
+        for p in (partial or {}).get("parts") or ()
+        if isinstance(p, Mapping) and p.get("type") == CORRECTION_PART
+    }
+
+
+def _finish_failed(reply: _Reply, verdict: str | None) -> None:
+    """A failed judgement ends the turn at its error chunk — the reader closes the reply
+    there — so the checkpoint says "finished" before that chunk is yielded."""
+    if verdict == "failed":
+        reply.checkpoint.finished = True
+        reply.save()
+
+
+def _judge(
+    reply: _Reply, schema: OutputSchema, text: str, step: int, max_steps: int, stored: set[str]
+) -> tuple[str, list[Chunk]]:
+    """Step ``step``'s final answer against ``schema``: ``("ok", [output part])``,
+    ``("retry", [correction part])`` — the correction joins the next request's items, unless
+    the stored partial holds it already — or, with no step left, ``("failed", [its part, an
+    error chunk])``."""
+    try:
+        value = schema.validate(text)
+    except OutputSchemaError as exc:
+        part_id = f"correction-{step}"
+        data: dict[str, Any] = {"step": step, "error": str(exc)}
+        if step + 1 >= max_steps:
+            error = (f"{exc} — no answer matched the output schema within max_steps="
+                     f"{max_steps}")  # fmt: skip
+            return "failed", [{"type": CORRECTION_PART, "id": part_id, "data": data},
+                              {"type": "error", "errorText": error}]  # fmt: skip
+        data["correction"] = correction(exc)
+        if part_id not in stored:
+            reply.produced.append(Text("user", data["correction"]))
+        return "retry", [{"type": CORRECTION_PART, "id": part_id, "data": data}]
+    return "ok", [{"type": OUTPUT_PART, "id": "output", "data": value}]
+
+
 async def model_reply(
     agent: Any,
     options: Any,
@@ -287,11 +337,15 @@ async def model_reply(
     system: str | None = None,
     max_steps: int = 10,
     should_stop: Callable[[], bool] | None = None,
+    output_schema: Any = None,
 ) -> AsyncIterator[Chunk]:
     """The reply to ``agent``'s conversation as UI-message chunks (see the module docstring);
     ``options`` is the ``ChatMessageOptions`` ``on_chat_message`` received. ``should_stop``
     is asked before every step after the first: True ends the reply there (a soft interrupt,
-    ``finishReason: "other"``), its finished steps kept."""
+    ``finishReason: "other"``), its finished steps kept. ``output_schema`` (a JSON Schema, a
+    pydantic model class or an :class:`~agents.providers.output.OutputSchema`): the final
+    answer must be JSON it accepts (see the module docstring)."""
+    schema = as_output_schema(output_schema) if output_schema is not None else None
     messages = agent.messages
     saved = load_checkpoint(agent.ctx.storage.kv)
     new_id = new_assistant_id(agent._core.now())  # the package's assistant_<ms>_<random>
@@ -301,6 +355,8 @@ async def model_reply(
                 plan.resume_step)  # fmt: skip
     reply = _Reply(agent, provider, tools, plan)
     cp: TurnCheckpoint = reply.checkpoint
+    stored = _corrections(plan.partial)
+    verdict: str | None = None  # the output schema's, once the final answer was judged
     cut_message = cp.message_id  # the cut request's operation keeps its id (and key)
     if plan.partial is None and cp is saved:
         cp.message_id = new_id  # a retry answers in a new message, as the package's does
@@ -327,6 +383,13 @@ async def model_reply(
         ended = reason != "tool-calls" or not done_calls
         if not ended and _client_calls(reply, done_calls):
             ended = not _answered(plan.partial, done_calls)  # the browser has yet to answer
+        elif ended and schema is not None:  # the final answer stored, maybe not yet judged
+            text = str((cp.output or {}).get("text") or "")
+            verdict, chunks = _judge(reply, schema, text, cp.step, max_steps, stored)
+            _finish_failed(reply, verdict)
+            for chunk in chunks:
+                yield chunk
+            ended = verdict != "retry"
         if not ended:
             cp.next_step()
     compactions, last_input = 0, None
@@ -358,7 +421,8 @@ async def model_reply(
         base = _step_calls(plan.partial) if held else 0  # calls of the step stored already
         async with op:
             call = ModelCall(merge_texts([*items_from_messages(messages), *reply.produced]),
-                             system, reply.specs, idempotency_key=op.id, resume=resume)  # fmt: skip
+                             system, reply.specs, idempotency_key=op.id, resume=resume,
+                             output=schema)  # fmt: skip
             meter = RequestMeter(agent, provider, cp.message_id, op.id)
             with meter:
                 stepped = False
@@ -414,11 +478,30 @@ async def model_reply(
                                              stored=False)  # fmt: skip
                 if settled is not None:
                     yield settled
-        if reason != "tool-calls" or not calls or _client_calls(reply, cp.output["calls"]):
+        final = reason != "tool-calls" or not calls
+        if final and schema is not None:
+            verdict, chunks = _judge(reply, schema, step_text, cp.step, max_steps, stored)
+            _finish_failed(reply, verdict)
+            for chunk in chunks:
+                yield chunk
+            if verdict == "retry":
+                cp.next_step()
+                continue
+            break
+        if final or _client_calls(reply, cp.output["calls"]):
             break
         if reply.pending:  # a call goes on elsewhere: the reply ends, a continuation settles it
             break
         cp.next_step()
+    else:  # the step budget is spent (no break): still calling tools at the last step
+        if schema is not None and verdict is None and not ended:
+            verdict = "failed"
+            _finish_failed(reply, verdict)
+            yield {"type": "error", "errorText": (
+                f"output {schema.name!r}: no answer within max_steps={max_steps} — the model "
+                "was still calling tools at its last step")}  # fmt: skip
     cp.finished = True
     reply.save()
+    if verdict == "failed":
+        return  # the error chunk ends the reply (its reader stops there): no finish
     yield {"type": "finish", "finishReason": reason}

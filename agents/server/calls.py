@@ -5,12 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["pending_client_calls", "step_has_server_results", "text_of"]
+from ..providers.output import OUTPUT_PART
+
+__all__ = ["output_of", "pending_client_calls", "step_has_server_results", "text_of"]
 
 
 def text_of(message: Mapping[str, Any] | None) -> str:
     parts = (message or {}).get("parts") or ()
     return "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+def output_of(message: Mapping[str, Any] | None) -> Any:
+    """A run's output: the validated value of an agent with an output schema (the message's
+    structured-output part), else the answer's text."""
+    for part in reversed((message or {}).get("parts") or ()):
+        if isinstance(part, Mapping) and part.get("type") == OUTPUT_PART:
+            return part.get("data")
+    return text_of(message)
 
 
 def pending_client_calls(message: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.portable import wait_until
-from .calls import pending_client_calls, step_has_server_results, text_of
+from .calls import output_of, pending_client_calls, step_has_server_results
 from .contexts import CompleteContext
 from .hooks import call_hook
 
@@ -127,7 +127,7 @@ async def settle_run(server: AgentServer, result: Mapping[str, Any]) -> None:
         )
         return
     else:
-        end_run(server, output=text_of(message))
+        end_run(server, output=output_of(message))
         outcome = "completed"
     record = server.session
     if record.parent_session_id:
