@@ -1,6 +1,6 @@
 """Issue 32's builders' features on doemu and on workerd, the same client script:
 ``on_start(props)`` from ``route_agent_request(props=...)``, ``schedule_destroy()`` torn down by
-the alarm, and the MCP client (``workers.fetch`` to the official SDK's server on loopback).
+the alarm, CORS headers added to an agent's response, and the MCP client (``workers.fetch`` to the official SDK's server on loopback).
 
 App: ``e2e/apps/builders`` (its Think agent needs a model and is left to
 ``e2e/test_builders_surface.py``).
@@ -25,8 +25,6 @@ APP = ROOT / "e2e" / "apps" / "builders"
 
 @pytest.fixture(scope="module")
 def builders(serve: Any, target: str) -> TargetServer:
-    if target == "workerd":  # reported in issue 32's branch: not yet diagnosed
-        pytest.skip("the builders app answers 500 on workerd-Python (props/destroy): to diagnose")
     server: TargetServer = serve(APP, vendor=AGENTS_VENDOR)
     return server
 
@@ -48,6 +46,17 @@ def test_props_reach_on_start_and_a_scheduled_destroy_tears_down(
         lambda: httpx.get(f"{url}/list", timeout=30).json() == [],
         within=20, what="the teardown by the alarm", ignoring=(httpx.HTTPError, ValueError),
     )  # fmt: skip
+
+
+def test_cors_headers_join_the_agents_own(builders: TargetServer, target: str) -> None:
+    """``route_agent_request(cors=True)`` rebuilds the response with its headers: on Cloudflare
+    ``response.headers`` is an ``HTTPMessage`` that ``Response(headers=…)`` refuses."""
+    url = f"{running(builders).url}/agents/notes/cors-{target}"
+    answer = httpx.post(f"{url}/add?cors=1", content=b"x", timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == ["x"]
+    assert answer.headers["access-control-allow-origin"] == "*"
+    assert answer.headers["content-type"].startswith("application/json")
 
 
 def test_the_mcp_client_adds_discovers_and_calls(
