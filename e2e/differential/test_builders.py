@@ -1,6 +1,7 @@
 """Issue 32's builders' features on doemu and on workerd, the same client script:
 ``on_start(props)`` from ``route_agent_request(props=...)``, ``schedule_destroy()`` torn down by
-the alarm, CORS headers added to an agent's response, and the MCP client (``workers.fetch`` to the official SDK's server on loopback).
+the alarm, CORS headers added to an agent's response, and the MCP client (``workers.fetch`` to
+the official SDK's server on loopback).
 
 App: ``e2e/apps/builders`` (its Think agent needs a model and is left to
 ``e2e/test_builders_surface.py``).
