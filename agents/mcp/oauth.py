@@ -141,13 +141,11 @@ class McpOAuth:
     # -- the row ---------------------------------------------------------------------------------
     def _row(self) -> dict[str, Any]:
         rows = self._sql("SELECT * FROM cf_agents_mcp_oauth WHERE server_id = ?", self.server_id)
-        if rows:
-            return rows[0]
-        self._sql("INSERT INTO cf_agents_mcp_oauth (server_id) VALUES (?)", self.server_id)
-        return {"server_id": self.server_id}
+        return rows[0] if rows else {"server_id": self.server_id}
 
     def _set(self, **values: Any) -> None:
-        self._row()
+        self._sql("INSERT OR IGNORE INTO cf_agents_mcp_oauth (server_id) VALUES (?)",
+                  self.server_id)  # fmt: skip
         names = ", ".join(f"{name} = ?" for name in values)
         self._sql(f"UPDATE cf_agents_mcp_oauth SET {names} WHERE server_id = ?",
                   *values.values(), self.server_id)  # fmt: skip
