@@ -10,7 +10,7 @@ error reaches ``run()``), the test names it as such. Every step records its side
 (``GET /effects``), so a step that ran twice shows twice, whatever the engine claims.
 
 Miniflare's engine waits on real timers (sleeps, retry delays, event timeouts), so delays are
-100-1500 ms and time is asserted as lower bounds; on doemu the manual clock moves a tick between
+100-3000 ms and time is asserted as lower bounds; on doemu the manual clock moves a tick between
 polls, and the gaps are exact. ``queued`` and ``waitingForPause`` are not asserted: on both sides
 they last only until the engine picks the instance up, so no client can observe them reliably.
 
@@ -74,9 +74,9 @@ def control(t: Twin, instance: str, action: str) -> Any:
 def test_a_completed_step_never_runs_again_across_sleep_pause_and_resume(
     twins: dict[str, Twin],
 ) -> None:
-    """Step ``a``, a 1.5 s ``sleep``, step ``b``. Paused during the sleep and resumed, the
+    """Step ``a``, a 3 s ``sleep``, step ``b``. Paused during the sleep and resumed, the
     instance replays ``run()`` from the top: ``a`` answers from its stored result (its side
-    effect stays at one), the sleep ends no sooner than 1.5 s after it began, ``b`` runs once,
+    effect stays at one), the sleep ends no sooner than 3 s after it began, ``b`` runs once,
     and the output is ``{a: 1, b: 2}``.
 
     Differences: during the sleep the status is ``waiting`` on doemu, ``running`` on Miniflare;
@@ -84,7 +84,7 @@ def test_a_completed_step_never_runs_again_across_sleep_pause_and_resume(
     three times on doemu (which also replays when the sleep ends)."""
 
     def scenario(t: Twin) -> dict[str, Any]:
-        t.post("/create", {"id": "cache-1", "params": {"kind": "cache", "nap": 1500}})
+        t.post("/create", {"id": "cache-1", "params": {"kind": "cache", "nap": 3000}})
         t.settle(lambda: "a" in effects(t, "cache-1"), what="step a ran", tick_ms=0)
         slept = until_status(t, "cache-1", WAITING[t.name], tick_ms=0)["status"]
         assert control(t, "cache-1", "pause") == {"ok": True}
@@ -99,7 +99,7 @@ def test_a_completed_step_never_runs_again_across_sleep_pause_and_resume(
             "final": final,
             "steps": [e for e in done if e != "run"],
             "runs": done.count("run"),
-            "slept the whole nap": b - a >= 1500,
+            "slept the whole nap": b - a >= 3000,
         }
 
     seen = {name: scenario(t) for name, t in twins.items()}
