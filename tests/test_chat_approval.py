@@ -115,7 +115,7 @@ async def asked(a: Client, stub: Any, request_id: str, call_id: str) -> dict[str
 
 
 async def continued(stub: Any, text: str) -> dict[str, Any]:
-    async def done() -> dict[str, Any] | None:
+    async def done() -> Any:
         last = (await stored(stub))[-1]
         return last if last["role"] == "assistant" and text_of(last).endswith(text) else None
 
@@ -216,9 +216,8 @@ async def test_unknown_and_malformed_approvals_get_an_error_frame_naming_them(
     a.send(approval("nope", True))
     a.send(approval("d1", "yes"))
     a.send({"type": "cf_agent_tool_approval", "approved": True})
-    errors = await eventually(lambda: len(a.of("cf_agent_tool_error")) == 3 and
-                              a.of("cf_agent_tool_error"), what="three refusals")  # fmt: skip
-    unknown, malformed, missing = errors
+    await eventually(lambda: len(a.of("cf_agent_tool_error")) == 3, what="three refusals")
+    unknown, malformed, missing = a.of("cf_agent_tool_error")
     assert unknown["toolCallId"] == "nope" and "no tool call 'nope'" in unknown["error"]
     assert malformed["toolCallId"] == "d1" and "approved: true or false" in malformed["error"]
     assert missing["toolCallId"] is None and "toolCallId" in missing["error"]
