@@ -74,8 +74,8 @@ STREAM_PENDING: Final = "cf_agent_stream_pending"
 TOOL_RESULT: Final = "cf_agent_tool_result"
 TOOL_APPROVAL: Final = "cf_agent_tool_approval"
 MESSAGE_UPDATED: Final = "cf_agent_message_updated"
-#: This library's addition: the sender of a tool result or approval that changed nothing learns
-#: why (the SDK only logs it). The published client ignores frame types it does not know.
+#: This library's addition: the sender of an approval that changed nothing learns why (the SDK
+#: only logs it). The published client ignores frame types it does not know.
 TOOL_ERROR: Final = "cf_agent_tool_error"
 CHAT_RECOVERING: Final = "cf_agent_chat_recovering"
 

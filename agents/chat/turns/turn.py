@@ -437,7 +437,10 @@ class TurnRunner:
         answer = "result" if frame.type == frames.TOOL_RESULT else "approval"
 
         def refuse(why: str) -> None:
-            connection._send_quiet(frames.tool_error_frame(call_id, answer, why))
+            # Approvals only: a client tool's result is re-sent by the SDK's client after a
+            # reconnect, and the SDK answers those with nothing; a refused approval is told.
+            if answer == "approval":
+                connection._send_quiet(frames.tool_error_frame(call_id, answer, why))
 
         if not isinstance(call_id, str) or not call_id:
             refuse(f"a tool {answer} needs a toolCallId string, got {call_id!r}")
