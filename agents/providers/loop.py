@@ -16,6 +16,10 @@ the model again, until it answers without tools, a client tool needs the browser
   completions).
 * **Side effects run once.** Server tools run under ledger ids derived from their position in
   the turn; tool calls persisted without a result are settled from the ledger first.
+* **A person approves first** where a tool says so (``Tool.needs_approval``): its call is not
+  run; the reply emits ``tool-approval-request`` and ends (``finishReason: "tool-calls"``).
+  The continuation after the answer runs an approved call under the same ledger id (emitting
+  its output) and tells the model of a denied one (``tool-output-denied``), then goes on.
 * **Usage is counted** per request into the agent's usage table (per turn = per assistant
   message, per operation, per agent): from the moment the provider accepts it, so a request
   cut before its report still counts (:mod:`agents.providers.meter`).
@@ -102,6 +106,8 @@ class _Reply:
         self.step_text = ""
         #: A tool call that has no result yet (it goes on elsewhere): the reply ends.
         self.pending = False
+        #: A tool call waits for a person's approval: the reply ends.
+        self.awaiting = False
 
     @property
     def message_id(self) -> str:
@@ -160,6 +166,22 @@ class _Reply:
              "providerMetadata": {"agents": meta}},
         ]  # fmt: skip
 
+    def gate(self, call_id: str, name: str, args: Mapping[str, Any]) -> Chunk | None:
+        """The ``tool-approval-request`` for a call of a tool that needs approval (None: it
+        may run now). A ``needs_approval`` function that fails asks for approval (fail
+        closed: a check that cannot decide must not let a side effect through)."""
+        tool = self.tools.get(name)
+        if tool is None or tool.execute is None or tool.needs_approval is False:
+            return None
+        try:
+            gated = tool.requires_approval(args)
+        except Exception:
+            gated = True
+        if not gated:
+            return None
+        self.awaiting = True
+        return {"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id}
+
     async def settle(
         self, call_id: str, name: str, args: Mapping[str, Any], position: str, *, stored: bool
     ) -> Chunk | None:
@@ -208,16 +230,31 @@ def _one_start_per_step(partial: Mapping[str, Any] | None, step: int) -> Mapping
     return {**partial, "parts": kept}
 
 
-def _unsettled(partial: Mapping[str, Any] | None) -> list[tuple[str, str, Mapping[str, Any], str]]:
-    """Server tool calls of the partial persisted without a result (ledger-managed)."""
+def _unsettled(
+    partial: Mapping[str, Any] | None, state: str = "input-available"
+) -> list[tuple[str, str, Mapping[str, Any], str]]:
+    """Server tool calls of the partial in ``state`` (ledger-managed): persisted without a
+    result, or (``approval-responded``) approved and not run yet."""
     found = []
     for part in (partial or {}).get("parts") or ():
         meta = _agents_meta(part, "callProviderMetadata")
-        if meta.get("opId") and part.get("state") == "input-available":
+        if meta.get("opId") and part.get("state") == state:
             name = str(part.get("type", ""))[5:] or str(part.get("toolName") or "")
             args = part.get("input") if isinstance(part.get("input"), Mapping) else {}
             found.append((str(part["toolCallId"]), name, args, str(meta.get("position"))))
     return found
+
+
+def _denied_in_last_step(partial: Mapping[str, Any] | None) -> list[str]:
+    """Server tool calls of the partial's last step a person denied: the continuation tells the
+    client so (``tool-output-denied``, as ``streamText`` does); older steps' were told already."""
+    parts = [p for p in (partial or {}).get("parts") or () if isinstance(p, Mapping)]
+    starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
+    return [
+        str(p["toolCallId"])
+        for p in parts[starts[-1] if starts else 0 :]
+        if p.get("state") == "output-denied" and _agents_meta(p, "callProviderMetadata").get("opId")
+    ]
 
 
 def _held(partial: Mapping[str, Any] | None, step: int) -> tuple[bool, str, set[str]]:
@@ -241,9 +278,20 @@ def _step_calls(partial: Mapping[str, Any] | None) -> int:
 
 async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
     """What storage missed of an interrupted turn: its unsettled tool calls, settled from the
-    ledger, and the rest of a step whose request had ended (from the checkpoint), re-emitted."""
-    for call_id, name, args, position in _unsettled(plan.partial):
+    ledger, and the rest of a step whose request had ended (from the checkpoint), re-emitted.
+    Calls a person answered are settled here too: an approved one runs (once, by the ledger),
+    a denied one is reported; a call still needing approval asks (again) instead of running."""
+    for call_id in _denied_in_last_step(plan.partial):
+        yield {"type": "tool-output-denied", "toolCallId": call_id}
+    if _unsettled(plan.partial, "approval-requested"):
+        reply.awaiting = True  # an answer is still missing: the model waits for all of them
+    for call_id, name, args, position in _unsettled(plan.partial, "approval-responded"):
         if (chunk := await reply.settle(call_id, name, args, position, stored=True)) is not None:
+            yield chunk
+    for call_id, name, args, position in _unsettled(plan.partial):
+        if (request := reply.gate(call_id, name, args)) is not None:
+            yield request
+        elif (chunk := await reply.settle(call_id, name, args, position, stored=True)) is not None:
             yield chunk
     cp = reply.checkpoint
     output = cp.output
@@ -265,7 +313,9 @@ async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
         for chunk in reply.tool_call(event, cp.step, position):  # the call joins the items here
             yield chunk
         tool = reply.tools.get(name)
-        if tool is None or tool.execute is not None:
+        if (request := reply.gate(call_id, name, args)) is not None:
+            yield request
+        elif tool is None or tool.execute is not None:
             if (
                 chunk := await reply.settle(call_id, name, args, position, stored=False)
             ) is not None:
@@ -390,8 +440,12 @@ async def model_reply(
             for chunk in chunks:
                 yield chunk
             ended = verdict != "retry"
+        if not ended and reply.awaiting:  # a call of the restored step awaits its approval
+            ended = True
         if not ended:
             cp.next_step()
+    if reply.awaiting and not ended:  # a call of the partial still awaits its approval
+        reason, ended = "tool-calls", True
     compactions, last_input = 0, None
     first = True
     cursors = provider.strategy == "retrieve"  # only a stored response is re-attached to
@@ -473,7 +527,9 @@ async def model_reply(
         first, resume = False, None
         for event, position in zip(calls, positions, strict=True):
             tool = reply.tools.get(event.name)
-            if tool is None or tool.execute is not None:
+            if (ask := reply.gate(event.call_id, event.name, event.args)) is not None:
+                yield ask  # not run: the person answers, a continuation runs it
+            elif tool is None or tool.execute is not None:
                 settled = await reply.settle(event.call_id, event.name, event.args, position,
                                              stored=False)  # fmt: skip
                 if settled is not None:
@@ -490,7 +546,7 @@ async def model_reply(
             break
         if final or _client_calls(reply, cp.output["calls"]):
             break
-        if reply.pending:  # a call goes on elsewhere: the reply ends, a continuation settles it
+        if reply.pending or reply.awaiting:  # the reply ends: a continuation settles the calls
             break
         cp.next_step()
     else:  # the step budget is spent (no break): still calling tools at the last step

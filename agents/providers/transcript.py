@@ -77,6 +77,10 @@ class ToolResult:
 Item = Text | File | ToolCall | ToolResult
 
 
+#: What the model reads for a call a person denied (with their reason, when they gave one).
+DENIED_TEXT = "The user denied this tool call."
+
+
 def result_text(output: Any) -> str:
     """A tool output as the text the providers take (strings as they are, the rest JSON)."""
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
@@ -98,8 +102,11 @@ def _tool_items(part: Mapping[str, Any], name: str) -> list[Item]:
         return [call, ToolResult(call_id, name, part.get("output"))]
     if state == "output-error":
         return [call, ToolResult(call_id, name, part.get("errorText") or "error", True)]
-    if state == "output-denied":
-        return [call, ToolResult(call_id, name, "The user denied this tool call.", True)]
+    if state == "output-denied":  # the reason a person gave, as the AI SDK's execution-denied
+        approval = part.get("approval")
+        reason = approval.get("reason") if isinstance(approval, Mapping) else None
+        denial = f"The user denied this tool call: {reason}" if reason else DENIED_TEXT
+        return [call, ToolResult(call_id, name, denial, True)]
     return []  # no result (yet): a provider refuses a call without one
 
 

@@ -1,4 +1,5 @@
-"""What a run's assistant message says: its text, and the calls waiting for a client."""
+"""What a run's assistant message says: its text, the calls waiting for a client, and the
+calls waiting for a person's approval."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Any
 
 from ..providers.output import OUTPUT_PART
 
-__all__ = ["output_of", "pending_client_calls", "step_has_server_results", "text_of"]
+__all__ = [
+    "output_of",
+    "pending_approvals",
+    "pending_client_calls",
+    "step_has_server_results",
+    "text_of",
+]
 
 
 def text_of(message: Mapping[str, Any] | None) -> str:
@@ -37,6 +44,21 @@ def pending_client_calls(message: Mapping[str, Any] | None) -> dict[str, Any]:
             and not meta.get("opId")
         ):
             pending[str(part["toolCallId"])] = {"toolName": kind[5:], "input": part.get("input")}
+    return pending
+
+
+def pending_approvals(message: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The server tool calls of ``message`` waiting for a person's approval (``Tool``'s
+    ``needs_approval``: the model loop asked, the part is ``approval-requested``)."""
+    pending: dict[str, Any] = {}
+    for part in (message or {}).get("parts") or ():
+        kind = str(part.get("type", ""))
+        if kind.startswith("tool-") and part.get("state") == "approval-requested":
+            pending[str(part["toolCallId"])] = {
+                "toolName": kind[5:],
+                "input": part.get("input"),
+                "approval": True,
+            }
     return pending
 
 

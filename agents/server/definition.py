@@ -56,10 +56,11 @@ class SubAgentTool:
 @dataclass(frozen=True, slots=True)
 class ApprovalTool:
     """A server tool that runs only after a person approved the call (the AI SDK's
-    ``needsApproval``): the run suspends at the call, the client answers ``{approved, reason?}``
-    (``submit-tool-result``, or the AI SDK's ``addToolApprovalResponse``), and an approved call
-    runs here, through the ledger, before the run goes on; a denied one is an error the model
-    reads."""
+    ``needsApproval``; the same as ``Tool(..., needs_approval=True)``): the run suspends at the
+    call (``suspended_approval``), the client answers ``{approved, reason?}``
+    (``submit-tool-result``, ``/resume``'s ``approvals``, or the AI SDK's
+    ``addToolApprovalResponse``), and an approved call runs here, through the ledger, as the run
+    goes on; a denied one never runs and the model reads the denial."""
 
     tool: Tool
 
@@ -94,8 +95,12 @@ class AgentDefinition:
 
     @property
     def approval_tools(self) -> dict[str, Tool]:
-        """The tools gated by an approval, by name."""
-        return {t.name: t.tool for t in self.tools if isinstance(t, ApprovalTool)}
+        """The tools gated by an approval (of every call, or of those their function names),
+        by name."""
+        gated = {t.name: t.tool for t in self.tools if isinstance(t, ApprovalTool)}
+        return gated | {
+            t.name: t for t in self.tools if isinstance(t, Tool) and t.needs_approval is not False
+        }
 
     @property
     def companion_types(self) -> list[str]:

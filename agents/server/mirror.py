@@ -55,6 +55,16 @@ def stream_chunks(chunk: Mapping[str, Any], agent_id: str, agent_type: str) -> l
                 **base,
             }
         ]
+    if kind == "tool-output-denied":  # a person denied the call: it never ran
+        return [
+            {
+                "type": "tool_result",
+                "toolCallId": chunk.get("toolCallId"),
+                "error": "The user denied this tool call.",
+                "denied": True,
+                **base,
+            }
+        ]
     if kind == "finish-step":
         return [{"type": "step_completed", **base}]
     if kind == OUTPUT_PART:  # the final answer, accepted by the output schema
