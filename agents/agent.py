@@ -28,17 +28,18 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, cast
+from urllib.parse import quote, urlsplit
 
 from workers import DurableObject, Response
 
 from .core.connections import Connection, ConnectionContext, ConnectionSet
 from .core.host import AgentCore
-from .core.protocol import dumps, mcp_servers_frame
+from .core.protocol import camel_case_to_kebab_case, dumps, mcp_servers_frame
 from .core.schema import ensure_schema
 from .core.sql import query_rows
 from .core.state import StateSource, StateStore
 from .core.websockets import WebSockets
-from .current import agent_context
+from .current import agent_context, get_current_agent
 from .fibers.ledger import FiberLedger, FiberRecord
 from .fibers.managed import ManagedFibers, ManagedFn, StatusFilter
 from .fibers.recovery import FiberRecovery
@@ -228,13 +229,37 @@ class Agent(DurableObject):
         *,
         headers: Mapping[str, str] | None = None,
         id: str | None = None,
+        callback_host: str | None = None,
+        callback_path: str | None = None,
     ) -> dict[str, Any]:
         """Connect to the MCP server at ``url`` (streamable HTTP) and keep it across restarts.
 
         Answers ``{"id", "state"}`` (``"ready"``, or ``"failed"``: see ``get_mcp_servers()``
-        for why). ``headers`` go with every request (a bearer token); they are stored with the
-        server, as the SDK stores its transport options."""
-        return await self.mcp.add_server(name, url, headers=headers, server_id=id)
+        for why), or ``{"id", "state": "authenticating", "authUrl"}`` when the server needs
+        OAuth: send the user to ``authUrl``; the authorization server sends the browser back to
+        ``<callback_host>/agents/<class>/<name>/callback`` (``callback_path`` replaces the path;
+        the host defaults to the origin of the request being handled), where ``fetch`` trades
+        the code for tokens (kept in SQLite) and connects. ``headers`` go with every request (a
+        static bearer token: then no OAuth); they are stored with the server, as the SDK stores
+        its transport options."""
+        return await self.mcp.add_server(
+            name,
+            url,
+            headers=headers,
+            server_id=id,
+            callback_url=self._mcp_callback_url(callback_host, callback_path),
+        )
+
+    def _mcp_callback_url(self, host: str | None, path: str | None) -> str:
+        if host is None:
+            request = get_current_agent().request
+            if request is None:
+                return ""  # no request to take the host from: OAuth is not possible
+            host = "{0.scheme}://{0.netloc}".format(urlsplit(str(request.url)))
+        if path is None:
+            kebab = camel_case_to_kebab_case(type(self).__name__)
+            path = f"/agents/{kebab}/{quote(self.name, safe='')}/callback"
+        return f"{host.rstrip('/')}/{path.lstrip('/')}"
 
     async def remove_mcp_server(self, id: str) -> bool:
         """Disconnect and forget the server; False when there was none."""
@@ -304,6 +329,9 @@ class Agent(DurableObject):
         props, request = self._lifecycle.take_props(request)
         with agent_context(self, request):
             await self._lifecycle.ensure_started(props)
+            if self.mcp.is_callback_request(request):  # an MCP server's OAuth redirect
+                result = await self.mcp.handle_callback(request)
+                return self.mcp.callback_response(result, request)
             return await self._websockets.fetch(request)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:

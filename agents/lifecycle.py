@@ -24,7 +24,7 @@ import base64
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from workers import Request
@@ -38,6 +38,7 @@ __all__ = [
     "Lifecycle",
     "decode_props",
     "encode_props",
+    "header_pairs",
     "takes_props",
 ]
 
@@ -122,12 +123,10 @@ class Lifecycle:
     def take_props(self, request: Any) -> tuple[Any, Any]:
         """``(props, request)``: the props a request carries (``None`` without them; a bad header
         is logged) and the request without the internal header, as the SDK strips it."""
-        headers = request.headers  # a copy
-        value = headers.get(PROPS_HEADER)
+        value = request.headers.get(PROPS_HEADER)
         if not isinstance(value, str) or not value:
             return None, request
-        del headers[PROPS_HEADER]
-        request = Request(request, headers=headers)
+        request = Request(request, headers=header_pairs(request.headers, drop=(PROPS_HEADER,)))
         try:
             return decode_props(value), request
         except ValueError as exc:
@@ -165,3 +164,19 @@ class Lifecycle:
                 pass
 
         self._abort = asyncio.get_running_loop().create_task(abort())
+
+
+def header_pairs(
+    headers: Any, extra: Mapping[str, str] | None = None, *, drop: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """``headers`` as ``(name, value)`` pairs, without the ``drop`` names, with ``extra``
+    replacing the same names.
+
+    On Cloudflare ``request.headers`` / ``response.headers`` is an ``http.client.HTTPMessage``:
+    ``Request(headers=…)`` and ``Response(headers=…)`` refuse it ("Received unexpected type for
+    headers argument") and its ``h[name] = value`` appends instead of replacing. Pairs are what
+    both runtimes accept, and they keep repeated headers (``set-cookie``) apart."""
+    extra = extra or {}
+    gone = {name.lower() for name in (*drop, *extra)}
+    kept = [(str(k), str(v)) for k, v in headers.items() if str(k).lower() not in gone]
+    return kept + list(extra.items())

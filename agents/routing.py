@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from workers import Request, Response
 
 from .core.protocol import camel_case_to_kebab_case
-from .lifecycle import PROPS_HEADER, encode_props
+from .lifecycle import PROPS_HEADER, encode_props, header_pairs
 
 __all__ = [
     "AgentRoute",
@@ -177,8 +177,7 @@ async def route_agent_request(
         elif answer is not None:  # a Response: answered here, the agent is never woken
             return answer if is_websocket else _with_cors(answer, cors_headers)
     if props is not None:
-        headers = request.headers  # a copy on Cloudflare: a new request carries it
-        headers[PROPS_HEADER] = encode_props(props)
+        headers = header_pairs(request.headers, {PROPS_HEADER: encode_props(props)})
         request = Request(request, headers=headers)
     stub = namespace.get(namespace.idFromName(name))
     response = await stub.fetch(request)
@@ -197,9 +196,7 @@ def _with_cors(response: Any, cors_headers: dict[str, str] | None) -> Any:
     """``response`` with the CORS headers added; its body is passed on, never read."""
     if not cors_headers:
         return response
-    headers = response.headers  # a copy on Cloudflare: rebuild the response with it
-    for key, value in cors_headers.items():
-        headers[key] = value
+    headers = header_pairs(response.headers, cors_headers)
     return Response(
         response.body, status=response.status, status_text=response.status_text, headers=headers
     )

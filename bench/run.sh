@@ -46,7 +46,7 @@ STARTUP_ALARMS="${BENCH_STARTUP_ALARMS:-10000}"
 PROFILE="${BENCH_PROFILE:-1}"
 CROSSCHECK="${BENCH_CROSSCHECK:-$RUNS}"
 EQUAL_IDLE="${BENCH_EQUAL_IDLE:-10}"
-RUN_PHASES="${BENCH_PHASES:-abcdefghijk}"
+RUN_PHASES="${BENCH_PHASES:-abcdefghijkl}"
 WORK="${BENCH_WORK:-${TMPDIR:-/tmp}/doemu-bench}"
 t_start=$SECONDS
 
@@ -84,8 +84,8 @@ fi
 if [[ "$RUN_PHASES" == *i* ]]; then
   (cd bench/peer-chat && npm ci --no-audit --no-fund --loglevel=error >/dev/null && ./build.sh)
 fi
-# The bindings rows' peer: Miniflare (pinned), what wrangler dev runs.
-if [[ "$RUN_PHASES" == *k* ]]; then
+# The bindings and durable-work rows' peer: Miniflare (pinned), what wrangler dev runs.
+if [[ "$RUN_PHASES" == *[kl]* ]]; then
   (cd bench/peer-bindings && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
@@ -243,6 +243,12 @@ if [[ "$RUN_PHASES" == *k* ]]; then
   say "bindings rows (phase k)"
   logged "$BPY" bench/bindingsload.py --results "$RESULTS" --work "$WORK" --runs "$RUNS" \
     --duration "$DURATION" --warmup "$WARMUP"
+fi
+# Phase l: the durable-work rows (Queues, Workflows), doemu (both levels) and Miniflare.
+if [[ "$RUN_PHASES" == *l* ]]; then
+  say "durable-work rows (phase l)"
+  # shellcheck disable=SC2086
+  logged "$BPY" bench/durableload.py --results "$RESULTS" --work "$WORK" --runs "$RUNS" ${BENCH_DURABLE_ARGS:-}
 fi
 # The persist dirs go only now: deleting thousands of files is file-system work of its own, which
 # must not run right before another server's cold or create phase.

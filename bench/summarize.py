@@ -833,6 +833,9 @@ def render(results: Path, s: dict[str, Any]) -> str:
     bindings = results / "bindings.md"  # phase k: bench/bindingsload.py writes its own section
     if bindings.exists():
         w(bindings.read_text())
+    durable = results / "durable.md"  # phase l: bench/durableload.py writes its own section
+    if durable.exists():
+        w(durable.read_text())
     w(_equal(s, env))
     w("## doemu micro-benchmarks (medians)\n")
     w(

@@ -60,8 +60,9 @@ TARGETS = ("doemu", "workerd")
 #: ``DOEMU_E2E_REQUIRE_WORKERD=1``: a workerd target that cannot be prepared fails (CI).
 REQUIRE_WORKERD = "DOEMU_E2E_REQUIRE_WORKERD"
 #: What a project using ``agents`` vendors on workerd (pywrangler would vendor the same): the
-#: package itself and its pure-Python dependencies (croniter needs python-dateutil).
-AGENTS_VENDOR = ("agents", "croniter", "python-dateutil")
+#: package itself and its pure-Python dependencies (croniter needs python-dateutil; structured
+#: output, fastjsonschema).
+AGENTS_VENDOR = ("agents", "croniter", "python-dateutil", "fastjsonschema")
 
 #: Seconds spent starting each target, for the run's summary line (see conftest.py).
 timings: dict[str, list[float]] = {target: [] for target in TARGETS}

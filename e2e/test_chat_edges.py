@@ -570,11 +570,12 @@ async def test_a_tool_result_for_an_unknown_call_is_ignored(
     server: DevServer, clean_log: None
 ) -> None:
     """The chat waits on a client tool call (``"tool"``: a ``getWeather`` part in
-    ``input-available``). A ``cf_agent_tool_result`` or ``cf_agent_tool_approval`` naming a call
-    that does not exist — or with a ``toolCallId`` that is not a string — gets no answer and
-    changes nothing (the SDK: a warning, nothing sent, §5.6); in particular no
-    auto-continuation starts. The real call's result is then applied (``cf_agent_message_updated``
-    to the sender) and answers the part."""
+    ``input-available``). A ``cf_agent_tool_result`` naming a call that does not exist — or with a
+    ``toolCallId`` that is not a string — gets no answer and changes nothing (the SDK: a warning,
+    nothing sent, §5.6); in particular no auto-continuation starts. A ``cf_agent_tool_approval``
+    for an unknown call changes nothing either, and its sender alone is told why
+    (``cf_agent_tool_error``, this library's addition, issue 32). The real call's result is
+    then applied (``cf_agent_message_updated`` to the sender) and answers the part."""
     chat = _name("tools")
     async with Bystander(server) as bystander:
         socket = await ChatSocket.open(server, chat, "p")
@@ -597,7 +598,12 @@ async def test_a_tool_result_for_an_unknown_call_is_ignored(
         for frame in bogus:
             await bystander.ensure_streaming()
             await socket.send(json.dumps(frame))
-            assert await socket.sync() == [], frame
+            told = await socket.sync()
+            if frame["type"] == "cf_agent_tool_approval":
+                assert [(f["type"], f["toolCallId"]) for f in told] == [
+                    ("cf_agent_tool_error", "call_nope")], frame  # fmt: skip
+            else:
+                assert told == [], frame
             assert await get_messages(server, chat) == before, frame
             await bystander.check()
         await socket.send(

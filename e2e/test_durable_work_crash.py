@@ -95,7 +95,7 @@ def test_a_workflow_survives_kills_in_a_step_in_a_sleep_and_in_a_wait(
     )
     assert final["output"] == {"result": 42}
     assert _steps(effects, "job-1") == ["first", "slow", "slow", "woke", "last"]
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output
 
 
 @LEVELS
@@ -129,4 +129,4 @@ def test_a_queue_batch_killed_before_its_ack_is_delivered_again(
 
     eventually_sync(drained, within=30, what="the backlog drained")
     assert not seen(3)  # acked on the second delivery: never a third
-    assert "Traceback" not in server.output()
+    assert "Traceback" not in server.output

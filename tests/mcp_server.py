@@ -10,7 +10,11 @@ implementation's wire behaviour: session ids, SSE answers, its errors. Its tools
 * ``explode()`` — a tool that fails (``isError``).
 
 ``token="…"`` requires ``Authorization: Bearer …`` on every request (401 otherwise);
-``restart()`` serves again on the same port with every session forgotten.
+``oauth=True`` makes it an OAuth-protected MCP server the SDK's way (``auth=AuthSettings(…)``
+with :class:`tests.mcp_oauth_provider.AutoConsentProvider` as its authorization server, on the
+same origin: RFC 9728 resource metadata, RFC 8414 metadata, registration, ``/authorize``,
+``/token``; ``self.oauth`` counts what clients did); ``restart()`` serves again on the same
+port with every session forgotten (tokens and registrations are kept).
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ import threading
 from typing import Any
 
 import uvicorn
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .mcp_oauth_provider import AutoConsentProvider
 from .polling import eventually_sync
 
 __all__ = ["McpTestServer"]
@@ -52,8 +58,11 @@ class _RequireToken:
 class McpTestServer:
     """See the module docstring; a context manager."""
 
-    def __init__(self, *, token: str | None = None, name: str = "test-tools") -> None:
+    def __init__(
+        self, *, token: str | None = None, oauth: bool = False, name: str = "test-tools"
+    ) -> None:
         self.token = token
+        self.oauth = AutoConsentProvider() if oauth else None
         self.name = name
         self.port = _free_port()
         self.ticks = 0
@@ -66,7 +75,19 @@ class McpTestServer:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def _app(self) -> ASGIApp:
-        mcp = MCPServer(self.name, instructions="Arithmetic and greetings, for tests.")
+        origin = f"http://127.0.0.1:{self.port}"
+        auth = AuthSettings(
+            issuer_url=origin,  # type: ignore[arg-type]  # pydantic validates the string
+            resource_server_url=self.url,  # type: ignore[arg-type]
+            client_registration_options=ClientRegistrationOptions(enabled=True),
+            validate_token_resource=True,
+        )
+        mcp = MCPServer(
+            self.name,
+            instructions="Arithmetic and greetings, for tests.",
+            auth_server_provider=self.oauth,
+            auth=auth if self.oauth is not None else None,
+        )
 
         @mcp.tool(description="Add two integers.")
         def add(a: int, b: int) -> dict[str, int]:

@@ -117,7 +117,7 @@ async def test_an_approval_gated_tool_runs_once_approved_and_not_when_denied(
     request = next(c for c in got if c != "[DONE]" and c["type"] == "tool-approval-request")
     assert request["toolCallId"] == "d1" and kinds[-2:] == ["finish", "[DONE]"]
     assert DEPLOYS == []  # nothing runs before the approval
-    assert (await s.status())["status"] == "suspended_client_tool"
+    assert (await s.status())["status"] == "suspended_approval"
     _, snapshot = await s.call("/snapshot")
     assert list(snapshot["pendingClientToolCalls"]) == ["d1"]
     assistant = {"id": got[0]["messageId"], "role": "assistant", "parts": [
@@ -147,8 +147,10 @@ async def test_an_approval_gated_tool_runs_once_approved_and_not_when_denied(
          "input": {"service": "db"}, "approval": {"id": "d2", "approved": False,
                                                    "reason": "not today"}}]}  # fmt: skip
     _, more = await post_chat(t, {"id": "ui-deny", "messages": [*first, denied]})
-    error = next(c for c in more if c != "[DONE]" and c["type"] == "tool-output-error")
-    assert "denied" in error["errorText"] and "not today" in error["errorText"]
+    denial = next(c for c in more if c != "[DONE]" and c["type"] == "tool-output-denied")
+    assert denial == {"type": "tool-output-denied", "toolCallId": "d2"}
+    denied_result = llm.requests("chat")[-1]["messages"][-1]
+    assert denied_result["role"] == "tool" and "not today" in denied_result["content"]
     assert DEPLOYS == [{"service": "api"}]  # the denied call never ran
     assert (await t.wait("completed"))["output"] == "not deployed"
 

@@ -218,7 +218,7 @@ async def test_writes_are_fsynced_before_they_resolve_at_power_durability(
     doemu_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     synced: list[str] = []
-    monkeypatch.setattr(durability, "fsync_paths", lambda paths: synced.extend(paths))
+    monkeypatch.setattr(durability, "fsync_paths", lambda paths, **_: synced.extend(paths))
     h = await _db(doemu_harness, durability="power")
     synced.clear()
     await h.env.DB.prepare("INSERT INTO users (name) VALUES ('durable')").run()

@@ -259,7 +259,7 @@ async def test_an_acknowledged_put_is_fsynced_at_power_durability(
 ) -> None:
     synced: list[tuple[str, ...]] = []
 
-    def record(paths: Any) -> None:
+    def record(paths: Any, **_: Any) -> None:
         synced.append(tuple(paths))
 
     monkeypatch.setattr(durability, "fsync_paths", record)

@@ -302,10 +302,10 @@ async def test_a_write_is_fsynced_before_it_resolves_at_power_durability(
     doemu_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     synced: list[str] = []
-    monkeypatch.setattr(durability, "fsync_paths", lambda paths: synced.extend(paths))
+    monkeypatch.setattr(durability, "fsync_paths", lambda paths, **_: synced.extend(paths))
     from doemu.bindings.r2 import store as r2_store
 
-    monkeypatch.setattr(r2_store, "fsync_paths", lambda paths: synced.extend(paths))
+    monkeypatch.setattr(r2_store, "fsync_paths", lambda paths, **_: synced.extend(paths))
     h = await _bucket(doemu_harness, durability="power")
     await h.env.FILES.put("k", "v")
     assert any(p.endswith("r2/FILES/metadata.sqlite-wal") for p in synced)

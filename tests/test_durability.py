@@ -476,3 +476,27 @@ async def test_a_new_alarm_time_is_durable_in_the_table_before_the_object_commit
     fsyncs.release()
     assert await asyncio.wait_for(armed, 10) == at
     assert committed_alarm() == at
+
+
+async def test_any_failure_of_an_fsync_reaches_its_waiter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose fsync raised something other than an ``OSError`` (a recorder with the wrong
+    signature did) killed its thread and left the commit waiting forever; it must be handed back
+    as that job's error, and the pool keeps working."""
+    calls: list[tuple[str, ...]] = []
+
+    def flaky(paths: Any, **_: Any) -> None:
+        calls.append(tuple(paths))
+        if len(calls) == 1:
+            raise ValueError("not an OSError")
+
+    monkeypatch.setattr(durability, "fsync_paths", flaky)
+    pool = durability.SyncPool(threads=1)
+    loop = asyncio.get_running_loop()
+    results: list[asyncio.Future[BaseException | None]] = [loop.create_future() for _ in range(2)]
+    try:
+        for future in results:
+            pool.sync(("a",), future.set_result)
+        first, second = await asyncio.wait_for(asyncio.gather(*results), 10)
+    finally:
+        pool.close()
+    assert isinstance(first, ValueError) and second is None

@@ -287,6 +287,7 @@ class AIChatAgent(Agent):
     def _after_start(self) -> None:
         if self._chat_submissions.has_work():  # left by an earlier activation: answer them
             wait_until(self.ctx, self._chat_submissions.drain())
+        self._chat_auto.restore()  # a server tool's approval whose continuation never ran
 
     def _chat_recovering(self) -> bool:
         """Whether a recovery of an interrupted turn is under way (its flag is set)."""

@@ -1,8 +1,9 @@
 """One MCP server as the agent sees it: connect, discover, call tools, and its state.
 
 States are the SDK's ``MCPConnectionState`` values: ``connecting`` → ``discovering`` → ``ready``,
-or ``failed`` with the reason in ``error``. (``authenticating`` belongs to OAuth, which this port
-does not do yet: a server that needs a token takes it in ``headers``.)
+or ``failed`` with the reason in ``error``, or ``authenticating`` (with ``auth_url``) when the
+server answered ``401`` and the connection has an OAuth client (:mod:`agents.mcp.oauth`): the
+stored token is refreshed once first, and only then does the browser flow begin.
 
 A tool call whose session the server has forgotten (HTTP 404: the server restarted, or the
 session idled out) initializes again and retries once, as a fresh client would.
@@ -15,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import McpError, McpToolError
-from .transport import PROTOCOL_VERSION, McpSessionExpired, StreamableHttp
+from .oauth import McpOAuth
+from .transport import PROTOCOL_VERSION, McpSessionExpired, McpUnauthorized, StreamableHttp
 
 __all__ = ["CLIENT_INFO", "McpConnection", "tool_output"]
 
@@ -30,13 +32,24 @@ _MAX_PAGES = 50
 class McpConnection:
     """The client of one MCP server (see the module docstring)."""
 
-    def __init__(self, server_id: str, name: str, url: str, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        server_id: str,
+        name: str,
+        url: str,
+        headers: Mapping[str, str],
+        oauth: McpOAuth | None = None,
+    ) -> None:
         self.id = server_id
         self.name = name
         self.url = url
         self.transport = StreamableHttp(url, headers)
+        self.oauth = oauth
+        if oauth is not None:
+            self.transport.authorization = oauth.authorization
         self.state = "connecting"
         self.error: str | None = None
+        self.auth_url: str | None = None
         self.instructions: str | None = None
         self.capabilities: dict[str, Any] | None = None
         self.server_info: dict[str, Any] | None = None
@@ -44,15 +57,29 @@ class McpConnection:
 
     async def connect(self) -> None:
         """Initialize the session and list the tools; ``failed`` (never raising) otherwise."""
-        self.state, self.error = "connecting", None
+        self.state, self.error, self.auth_url = "connecting", None, None
         try:
-            await self._initialize()
+            try:
+                await self._initialize()
+            except McpUnauthorized as exc:
+                if self.oauth is None:
+                    raise
+                if not (self.oauth.can_refresh() and await self.oauth.refresh()):
+                    await self._authenticate(exc.www_authenticate)
+                    return
+                await self._initialize()
             self.state = "discovering"
             await self.discover()
             self.state = "ready"
         except Exception as exc:
             self.state, self.error = "failed", str(exc)
             _log.warning("MCP server %s (%s): %s", self.name, self.url, exc)
+
+    async def _authenticate(self, challenge: str | None) -> None:
+        """``authenticating``: the pending authorization URL, or a new one."""
+        assert self.oauth is not None
+        self.auth_url = self.oauth.pending_auth_url() or await self.oauth.begin(challenge)
+        self.state = "authenticating"
 
     async def _initialize(self) -> None:
         transport = self.transport
@@ -95,6 +122,10 @@ class McpConnection:
         except McpSessionExpired:
             await self._initialize()
             result = await self.transport.request("tools/call", params)
+        except McpUnauthorized:  # the access token expired mid-session: refresh once
+            if self.oauth is None or not await self.oauth.refresh():
+                raise
+            result = await self.transport.request("tools/call", params)
         return result if isinstance(result, dict) else {"content": []}
 
     async def close(self) -> None:
@@ -105,7 +136,7 @@ class McpConnection:
         return {
             "name": self.name,
             "server_url": self.url,
-            "auth_url": None,
+            "auth_url": self.auth_url,
             "state": self.state,
             "error": self.error,
             "instructions": self.instructions,

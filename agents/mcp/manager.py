@@ -7,6 +7,13 @@ Sessions are not kept: every activation connects again (``initialize``, ``tools/
 background, as the SDK's restore does; :meth:`McpClientManager.wait_for_connections` lets a turn
 wait for them (bounded), and a connection's state is in every ``cf_agent_mcp_servers`` frame.
 
+A server that answers ``401`` when the agent has a callback URL for it (added from a request, or
+with ``callback_host``) goes through OAuth (:mod:`agents.mcp.oauth`): ``add_server`` answers
+``{"id", "state": "authenticating", "authUrl"}``, the browser comes back to
+``/agents/<class>/<name>/callback`` (:meth:`McpClientManager.is_callback_request`,
+:meth:`McpClientManager.handle_callback`), and the server connects with the stored token —
+again after every eviction.
+
 Every change of a server's state is broadcast as ``cf_agent_mcp_servers`` to protocol-enabled
 connections, with the SDK's content: ``servers`` (id → name, url, state, error, instructions,
 capabilities) and ``tools`` (each with its ``serverId``); prompts and resources are listed empty.
@@ -20,12 +27,16 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from workers import Response
 
 from ..core.host import Core
 from ..errors import McpError
 from .connection import McpConnection, tool_output
+from .oauth import OAUTH_SCHEMA, McpOAuth, parse_state
 
-__all__ = ["SCHEMA", "McpClientManager", "McpServerRow", "ai_tool_name"]
+__all__ = ["SCHEMA", "McpClientManager", "McpServerRow", "OAuthCallbackResult", "ai_tool_name"]
 
 _log = logging.getLogger("agents.mcp")
 
@@ -39,9 +50,12 @@ SCHEMA: tuple[str, ...] = (
   auth_url TEXT,
   server_options TEXT
 )""",
+    OAUTH_SCHEMA,
 )
 
 McpServerRow = dict[str, Any]
+#: The SDK's ``MCPClientOAuthResult``: ``serverId``, ``authSuccess``, ``authError``.
+OAuthCallbackResult = dict[str, Any]
 
 
 def ai_tool_name(server_id: str, tool: str) -> str:
@@ -57,6 +71,7 @@ class McpClientManager:
         self._broadcast = broadcast
         self.connections: dict[str, McpConnection] = {}
         self._connecting: dict[str, asyncio.Future[None]] = {}
+        self._callback_config: dict[str, Any] = {}
 
     # -- the registry -----------------------------------------------------------------------------
     def rows(self) -> list[McpServerRow]:
@@ -68,7 +83,8 @@ class McpClientManager:
             if row["id"] not in self.connections:
                 options = json.loads(row["server_options"] or "{}")
                 headers = (options.get("transport") or {}).get("headers") or {}
-                self._open(row["id"], row["name"], row["server_url"], headers)
+                self._open(row["id"], row["name"], row["server_url"], headers,
+                           row["callback_url"])  # fmt: skip
 
     async def add_server(
         self,
@@ -79,7 +95,8 @@ class McpClientManager:
         server_id: str | None = None,
         callback_url: str = "",
     ) -> dict[str, Any]:
-        """Register and connect a server; ``{"id", "state"}`` once it is ready or failed.
+        """Register and connect a server; ``{"id", "state"}`` once it is ready or failed, with
+        ``authUrl`` when it is ``authenticating`` (OAuth: visit it; see the module docstring).
 
         Registered before connecting, so a kill mid-connect still restores it. The same name
         and URL again answer the existing server (``addMcpServer`` is idempotent that way)."""
@@ -90,7 +107,7 @@ class McpClientManager:
         for row in self.rows():
             if row["name"] == name and row["server_url"] == url and server_id in (None, row["id"]):
                 await self._wait(row["id"])
-                return {"id": row["id"], "state": self.connections[row["id"]].state}
+                return self._answer(row["id"])
             if server_id is not None and row["id"] == server_id:
                 raise McpError(
                     f"MCP server id {server_id!r} is taken by {row['name']!r} ({row['server_url']})"
@@ -106,15 +123,23 @@ class McpClientManager:
             callback_url,
             json.dumps(options),
         )
-        self._open(new_id, name, url, dict(headers or {}))
+        self._open(new_id, name, url, dict(headers or {}), callback_url)
         await self._wait(new_id)
-        return {"id": new_id, "state": self.connections[new_id].state}
+        return self._answer(new_id)
+
+    def _answer(self, server_id: str) -> dict[str, Any]:
+        connection = self.connections[server_id]
+        answer: dict[str, Any] = {"id": server_id, "state": connection.state}
+        if connection.state == "authenticating":
+            answer["authUrl"] = connection.auth_url
+        return answer
 
     async def remove_server(self, server_id: str) -> bool:
         """Forget a server (its row, its session); False when there was none."""
         existed = bool(self._core.sql("SELECT id FROM cf_agents_mcp_servers WHERE id = ?",
                                       server_id))  # fmt: skip
         self._core.exec("DELETE FROM cf_agents_mcp_servers WHERE id = ?", server_id)
+        self._core.exec("DELETE FROM cf_agents_mcp_oauth WHERE server_id = ?", server_id)
         connection = self.connections.pop(server_id, None)
         self._connecting.pop(server_id, None)
         if connection is not None:
@@ -124,17 +149,32 @@ class McpClientManager:
         return existed
 
     # -- connections ------------------------------------------------------------------------------
-    def _open(self, server_id: str, name: str, url: str, headers: Mapping[str, str]) -> None:
-        connection = McpConnection(server_id, name, url, headers)
+    def _open(
+        self,
+        server_id: str,
+        name: str,
+        url: str,
+        headers: Mapping[str, str],
+        callback_url: str = "",
+    ) -> None:
+        oauth = None
+        if callback_url and not any(key.lower() == "authorization" for key in headers):
+            oauth = McpOAuth(self._sql, server_id, url, callback_url, now=self._core.now)
+        connection = McpConnection(server_id, name, url, headers, oauth)
         self.connections[server_id] = connection
 
         async def connect() -> None:
             await connection.connect()
             if self.connections.get(server_id) is connection:
+                self._core.exec("UPDATE cf_agents_mcp_servers SET auth_url = ? WHERE id = ?",
+                                connection.auth_url, server_id)  # fmt: skip
                 self._changed()
 
         self._connecting[server_id] = self._core_wait_until(connect())
         self._changed()
+
+    def _sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        return self._core.sql(query, *params)
 
     def _core_wait_until(self, awaitable: Any) -> asyncio.Future[None]:
         task: asyncio.Future[None] = asyncio.ensure_future(awaitable)
@@ -157,7 +197,9 @@ class McpClientManager:
         connection = self.connections.get(server_id)
         if connection is None:
             raise McpError(f"no MCP server with id {server_id!r}")
-        self._open(server_id, connection.name, connection.url, connection.transport.headers)
+        callback_url = connection.oauth.callback_url if connection.oauth is not None else ""
+        self._open(server_id, connection.name, connection.url, connection.transport.headers,
+                   callback_url)  # fmt: skip
         await self._wait(server_id)
 
     async def call_tool(self, server_id: str, name: str, arguments: Mapping[str, Any]) -> Any:
@@ -172,6 +214,85 @@ class McpClientManager:
                 f"MCP server {connection.name!r} is {connection.state}: {connection.error}"
             )
         return tool_output(await connection.call_tool(name, arguments))
+
+    # -- the OAuth callback -----------------------------------------------------------------------
+    def configure_oauth_callback(
+        self,
+        *,
+        success_redirect: str | None = None,
+        error_redirect: str | None = None,
+        custom_handler: Callable[[OAuthCallbackResult], Any] | None = None,
+    ) -> None:
+        """What the callback answers the browser (the SDK's ``configureOAuthCallback``):
+        ``custom_handler(result)``'s response, else a redirect to ``success_redirect`` /
+        ``error_redirect`` (``?error=…``), else a redirect to the origin. Per activation: call it
+        in ``on_start``."""
+        self._callback_config = {"success_redirect": success_redirect,
+                                 "error_redirect": error_redirect,
+                                 "custom_handler": custom_handler}  # fmt: skip
+
+    def is_callback_request(self, request: Any) -> bool:
+        """A ``GET`` to a registered server's callback URL whose ``state`` names that server."""
+        if str(request.method).upper() != "GET":
+            return False
+        url = urlsplit(str(request.url))
+        parsed = parse_state((parse_qs(url.query).get("state") or [""])[0])
+        if parsed is None:
+            return False
+        for row in self._sql("SELECT callback_url FROM cf_agents_mcp_servers WHERE id = ?",
+                             parsed[1]):  # fmt: skip
+            callback = urlsplit(str(row["callback_url"] or ""))
+            if callback.path == url.path and callback.netloc == url.netloc:
+                return True
+        return False
+
+    async def handle_callback(self, request: Any) -> OAuthCallbackResult:
+        """Exchange the callback's code for tokens and connect again (in the background)."""
+        query = parse_qs(urlsplit(str(request.url)).query)
+        state = (query.get("state") or [""])[0]
+        parsed = parse_state(state)
+        server_id = parsed[1] if parsed else ""
+        connection = self.connections.get(server_id)
+        if connection is None or connection.oauth is None:
+            return {"serverId": server_id, "authSuccess": False,
+                    "authError": f'No server found with id "{server_id}"'}  # fmt: skip
+        oauth = connection.oauth
+        denied = (query.get("error_description") or query.get("error") or [""])[0]
+        code = (query.get("code") or [""])[0]
+        problem = oauth.check_state(state)
+        if problem is None and (denied or not code):
+            problem = denied or "Authorization code not provided"
+            oauth.complete_failed()
+            connection.state, connection.error, connection.auth_url = "failed", problem, None
+            self._changed()
+        if problem is not None:
+            _log.warning("MCP server %s: OAuth callback refused: %s", connection.name, problem)
+            return {"serverId": server_id, "authSuccess": False, "authError": problem}
+        try:
+            await oauth.complete(code, state)
+        except McpError as exc:
+            connection.state, connection.error, connection.auth_url = "failed", str(exc), None
+            self._changed()
+            return {"serverId": server_id, "authSuccess": False, "authError": str(exc)}
+        self._core.exec("UPDATE cf_agents_mcp_servers SET auth_url = NULL WHERE id = ?", server_id)
+        self._open(server_id, connection.name, connection.url, connection.transport.headers,
+                   oauth.callback_url)  # fmt: skip
+        return {"serverId": server_id, "authSuccess": True}
+
+    def callback_response(self, result: OAuthCallbackResult, request: Any) -> Any:
+        """The browser's answer (see :meth:`configure_oauth_callback`)."""
+        config = self._callback_config
+        handler = config.get("custom_handler")
+        if handler is not None:
+            return handler(result)
+        parts = urlsplit(str(request.url))
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if result.get("authSuccess") and config.get("success_redirect"):
+            return Response.redirect(_absolute(origin, config["success_redirect"]))
+        if not result.get("authSuccess") and config.get("error_redirect"):
+            error = urlencode({"error": result.get("authError") or "Unknown error"})
+            return Response.redirect(f"{_absolute(origin, config['error_redirect'])}?{error}")
+        return Response.redirect(origin)
 
     # -- the frame ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -202,3 +323,7 @@ class McpClientManager:
         for connection in list(self.connections.values()):
             await connection.close()
         self.connections.clear()
+
+
+def _absolute(origin: str, url: str) -> str:
+    return url if url.startswith(("http://", "https://")) else f"{origin}/{url.lstrip('/')}"

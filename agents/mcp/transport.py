@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from workers import fetch
 
 from ..errors import McpError, McpProtocolError
 
-__all__ = ["PROTOCOL_VERSION", "McpSessionExpired", "StreamableHttp"]
+__all__ = ["PROTOCOL_VERSION", "McpSessionExpired", "McpUnauthorized", "StreamableHttp"]
 
 #: The revision this client speaks (the newest reachable through the initialize handshake).
 PROTOCOL_VERSION = "2025-11-25"
@@ -33,6 +33,14 @@ PROTOCOL_VERSION = "2025-11-25"
 
 class McpSessionExpired(McpError):
     """The server no longer knows the session (HTTP 404): initialize again."""
+
+
+class McpUnauthorized(McpError):
+    """The server answered ``401``: ``www_authenticate`` is its challenge (OAuth starts there)."""
+
+    def __init__(self, message: str, www_authenticate: str | None) -> None:
+        super().__init__(message)
+        self.www_authenticate = www_authenticate
 
 
 def _as_bytes(piece: Any) -> bytes:
@@ -74,11 +82,14 @@ class StreamableHttp:
         self.headers = dict(headers or {})
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        #: The OAuth ``Authorization`` header, read at every request (tokens are refreshed).
+        self.authorization: Callable[[], Mapping[str, str]] = dict
         self._next_id = 0
 
     def _headers(self) -> dict[str, str]:
         headers = {
             **self.headers,
+            **self.authorization(),
             "content-type": "application/json",
             "accept": "application/json, text/event-stream",
         }
@@ -142,6 +153,13 @@ class StreamableHttp:
         if status == 404 and self.session_id is not None:
             await _discard(response)
             raise McpSessionExpired(f"MCP server {self.url} no longer knows the session")
+        if status == 401:
+            challenge = response.headers.get("www-authenticate")
+            await _discard(response)
+            raise McpUnauthorized(
+                f"MCP server {self.url} answered HTTP 401: it needs authorization",
+                challenge if isinstance(challenge, str) else None,
+            )
         if status >= 400:
             text = (await response.text())[:300]
             raise McpError(f"MCP server {self.url} answered HTTP {status}: {text}")

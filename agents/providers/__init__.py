@@ -31,6 +31,7 @@ from .errors import (
 from .loop import model_reply
 from .openai_chat import CONTINUE_INSTRUCTION, OpenAIChatCompletions, chat_messages
 from .openai_responses import OpenAIResponses, responses_input
+from .output import OutputSchema, OutputSchemaError, output_schema
 from .tools import Tool, ToolContext
 from .transcript import File, Item, Text, ToolCall, ToolResult, items_from_messages
 from .workers_ai import WorkersAI
@@ -44,6 +45,8 @@ __all__ = [
     "ModelCall",
     "OpenAIChatCompletions",
     "OpenAIResponses",
+    "OutputSchema",
+    "OutputSchemaError",
     "Provider",
     "ProviderConfigError",
     "ProviderError",
@@ -66,5 +69,6 @@ __all__ = [
     "chat_messages",
     "items_from_messages",
     "model_reply",
+    "output_schema",
     "responses_input",
 ]

@@ -29,6 +29,7 @@ from .base import (
 from .errors import ProviderStreamError
 from .files import anthropic_block
 from .keys import HttpAdapter
+from .output import anthropic_schema
 from .transcript import File, Item, Text, ToolCall, result_text
 
 __all__ = ["AnthropicMessages", "anthropic_messages"]
@@ -120,6 +121,13 @@ class AnthropicMessages(HttpAdapter):
             body["system"] = call.system
         if call.tools:
             body["tools"] = _tools(call.tools)
+        prefill = bool(messages) and messages[-1]["role"] == "assistant"
+        if call.output is not None and not prefill:
+            # JSON outputs: the answer is JSON in this shape. Not with a prefill (a recovered
+            # partial being continued), which the mode refuses: the answer is still checked.
+            body["output_config"] = {
+                "format": {"type": "json_schema", "schema": anthropic_schema(call.output.schema)}
+            }
         headers = {"x-api-key": self._key, "anthropic-version": self.version,
                    "content-type": "application/json"}  # fmt: skip
         source = post_sse(self.fetch, self.name, f"{self.base_url}/v1/messages", headers, body)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .errors import ProviderError, ProviderHTTPError, ProviderStreamError, retry_after_seconds
+from .output import OutputSchema
 from .sse import SseEvent, SseEventDecoder
 from .transcript import Item
 
@@ -116,7 +117,8 @@ class ModelCall:
     ``items`` is the conversation (see :mod:`agents.providers.transcript`); when it ends with
     assistant text, that text is a partial answer to continue (a prefill). ``resume`` is the
     handle of a stored response to re-attach to, with ``after`` the last sequence number
-    already persisted. ``idempotency_key`` is the operation id of the request.
+    already persisted. ``idempotency_key`` is the operation id of the request. ``output``: the
+    answer must be JSON in this shape (the provider's structured-output mode).
     """
 
     items: Sequence[Item]
@@ -124,6 +126,7 @@ class ModelCall:
     tools: Sequence[ToolSpec] = ()
     idempotency_key: str | None = None
     resume: Mapping[str, Any] | None = None
+    output: OutputSchema | None = None
 
 
 class Provider(Protocol):

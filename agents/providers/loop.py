@@ -16,9 +16,20 @@ the model again, until it answers without tools, a client tool needs the browser
   completions).
 * **Side effects run once.** Server tools run under ledger ids derived from their position in
   the turn; tool calls persisted without a result are settled from the ledger first.
+* **A person approves first** where a tool says so (``Tool.needs_approval``): its call is not
+  run; the reply emits ``tool-approval-request`` and ends (``finishReason: "tool-calls"``).
+  The continuation after the answer runs an approved call under the same ledger id (emitting
+  its output) and tells the model of a denied one (``tool-output-denied``), then goes on.
 * **Usage is counted** per request into the agent's usage table (per turn = per assistant
   message, per operation, per agent): from the moment the provider accepts it, so a request
   cut before its report still counts (:mod:`agents.providers.meter`).
+* **Structured output** (``output_schema``): every request asks for JSON in the schema's shape
+  (the provider's structured-output mode) and the final answer is checked
+  (:mod:`agents.providers.output`). An accepted one is the message's ``data-structured-output``
+  part; a refused one gets a ``data-structured-output-error`` part whose correction the model
+  reads on the next step, within ``max_steps``; a reply that spends its budget without an
+  accepted answer ends with an ``error`` chunk naming the last violation. Both parts are stored
+  with the message, so a recovered turn knows what was judged and what the model was told.
 * **The proactive context guard**: before a step, when the previous step's input tokens crossed
   ``max_input_tokens × headroom`` (the agent's ``context_overflow.proactive``), the transcript
   is compacted with ``compact_messages`` (at most ``max_compactions`` times per reply).
@@ -34,6 +45,8 @@ from ..chat.transcript.messages import new_assistant_id
 from .base import Finished, ModelCall, Provider, Started, TextDelta, ToolCallDone
 from .checkpoint import Plan, TurnCheckpoint, load_checkpoint, plan_turn
 from .meter import RequestMeter
+from .output import CORRECTION_PART, OUTPUT_PART, OutputSchema, OutputSchemaError, correction
+from .output import output_schema as as_output_schema
 from .tools import Tool, run_tool, tool_op
 from .transcript import Item, Text, ToolCall, ToolResult, items_from_messages, merge_texts
 
@@ -93,6 +106,8 @@ class _Reply:
         self.step_text = ""
         #: A tool call that has no result yet (it goes on elsewhere): the reply ends.
         self.pending = False
+        #: A tool call waits for a person's approval: the reply ends.
+        self.awaiting = False
 
     @property
     def message_id(self) -> str:
@@ -151,6 +166,22 @@ class _Reply:
              "providerMetadata": {"agents": meta}},
         ]  # fmt: skip
 
+    def gate(self, call_id: str, name: str, args: Mapping[str, Any]) -> Chunk | None:
+        """The ``tool-approval-request`` for a call of a tool that needs approval (None: it
+        may run now). A ``needs_approval`` function that fails asks for approval (fail
+        closed: a check that cannot decide must not let a side effect through)."""
+        tool = self.tools.get(name)
+        if tool is None or tool.execute is None or tool.needs_approval is False:
+            return None
+        try:
+            gated = tool.requires_approval(args)
+        except Exception:
+            gated = True
+        if not gated:
+            return None
+        self.awaiting = True
+        return {"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id}
+
     async def settle(
         self, call_id: str, name: str, args: Mapping[str, Any], position: str, *, stored: bool
     ) -> Chunk | None:
@@ -199,16 +230,31 @@ def _one_start_per_step(partial: Mapping[str, Any] | None, step: int) -> Mapping
     return {**partial, "parts": kept}
 
 
-def _unsettled(partial: Mapping[str, Any] | None) -> list[tuple[str, str, Mapping[str, Any], str]]:
-    """Server tool calls of the partial persisted without a result (ledger-managed)."""
+def _unsettled(
+    partial: Mapping[str, Any] | None, state: str = "input-available"
+) -> list[tuple[str, str, Mapping[str, Any], str]]:
+    """Server tool calls of the partial in ``state`` (ledger-managed): persisted without a
+    result, or (``approval-responded``) approved and not run yet."""
     found = []
     for part in (partial or {}).get("parts") or ():
         meta = _agents_meta(part, "callProviderMetadata")
-        if meta.get("opId") and part.get("state") == "input-available":
+        if meta.get("opId") and part.get("state") == state:
             name = str(part.get("type", ""))[5:] or str(part.get("toolName") or "")
             args = part.get("input") if isinstance(part.get("input"), Mapping) else {}
             found.append((str(part["toolCallId"]), name, args, str(meta.get("position"))))
     return found
+
+
+def _denied_in_last_step(partial: Mapping[str, Any] | None) -> list[str]:
+    """Server tool calls of the partial's last step a person denied: the continuation tells the
+    client so (``tool-output-denied``, as ``streamText`` does); older steps' were told already."""
+    parts = [p for p in (partial or {}).get("parts") or () if isinstance(p, Mapping)]
+    starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
+    return [
+        str(p["toolCallId"])
+        for p in parts[starts[-1] if starts else 0 :]
+        if p.get("state") == "output-denied" and _agents_meta(p, "callProviderMetadata").get("opId")
+    ]
 
 
 def _held(partial: Mapping[str, Any] | None, step: int) -> tuple[bool, str, set[str]]:
@@ -232,9 +278,20 @@ def _step_calls(partial: Mapping[str, Any] | None) -> int:
 
 async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
     """What storage missed of an interrupted turn: its unsettled tool calls, settled from the
-    ledger, and the rest of a step whose request had ended (from the checkpoint), re-emitted."""
-    for call_id, name, args, position in _unsettled(plan.partial):
+    ledger, and the rest of a step whose request had ended (from the checkpoint), re-emitted.
+    Calls a person answered are settled here too: an approved one runs (once, by the ledger),
+    a denied one is reported; a call still needing approval asks (again) instead of running."""
+    for call_id in _denied_in_last_step(plan.partial):
+        yield {"type": "tool-output-denied", "toolCallId": call_id}
+    if _unsettled(plan.partial, "approval-requested"):
+        reply.awaiting = True  # an answer is still missing: the model waits for all of them
+    for call_id, name, args, position in _unsettled(plan.partial, "approval-responded"):
         if (chunk := await reply.settle(call_id, name, args, position, stored=True)) is not None:
+            yield chunk
+    for call_id, name, args, position in _unsettled(plan.partial):
+        if (request := reply.gate(call_id, name, args)) is not None:
+            yield request
+        elif (chunk := await reply.settle(call_id, name, args, position, stored=True)) is not None:
             yield chunk
     cp = reply.checkpoint
     output = cp.output
@@ -256,7 +313,9 @@ async def _restore(reply: _Reply, plan: Plan) -> AsyncIterator[Chunk]:
         for chunk in reply.tool_call(event, cp.step, position):  # the call joins the items here
             yield chunk
         tool = reply.tools.get(name)
-        if tool is None or tool.execute is not None:
+        if (request := reply.gate(call_id, name, args)) is not None:
+            yield request
+        elif tool is None or tool.execute is not None:
             if (
                 chunk := await reply.settle(call_id, name, args, position, stored=False)
             ) is not None:
@@ -278,6 +337,47 @@ def _client_calls(reply: _Reply, calls: Sequence[Sequence[Any]]) -> bool:
     return any((t := reply.tools.get(str(c[1]))) is not None and t.execute is None for c in calls)
 
 
+def _corrections(partial: Mapping[str, Any] | None) -> set[str]:
+    """The ids of the corrections the partial holds already (the model reads them from it)."""
+    return {
+        str(p.get("id"))
+        for p in (partial or {}).get("parts") or ()
+        if isinstance(p, Mapping) and p.get("type") == CORRECTION_PART
+    }
+
+
+def _finish_failed(reply: _Reply, verdict: str | None) -> None:
+    """A failed judgement ends the turn at its error chunk — the reader closes the reply
+    there — so the checkpoint says "finished" before that chunk is yielded."""
+    if verdict == "failed":
+        reply.checkpoint.finished = True
+        reply.save()
+
+
+def _judge(
+    reply: _Reply, schema: OutputSchema, text: str, step: int, max_steps: int, stored: set[str]
+) -> tuple[str, list[Chunk]]:
+    """Step ``step``'s final answer against ``schema``: ``("ok", [output part])``,
+    ``("retry", [correction part])`` — the correction joins the next request's items, unless
+    the stored partial holds it already — or, with no step left, ``("failed", [its part, an
+    error chunk])``."""
+    try:
+        value = schema.validate(text)
+    except OutputSchemaError as exc:
+        part_id = f"correction-{step}"
+        data: dict[str, Any] = {"step": step, "error": str(exc)}
+        if step + 1 >= max_steps:
+            error = (f"{exc} — no answer matched the output schema within max_steps="
+                     f"{max_steps}")  # fmt: skip
+            return "failed", [{"type": CORRECTION_PART, "id": part_id, "data": data},
+                              {"type": "error", "errorText": error}]  # fmt: skip
+        data["correction"] = correction(exc)
+        if part_id not in stored:
+            reply.produced.append(Text("user", data["correction"]))
+        return "retry", [{"type": CORRECTION_PART, "id": part_id, "data": data}]
+    return "ok", [{"type": OUTPUT_PART, "id": "output", "data": value}]
+
+
 async def model_reply(
     agent: Any,
     options: Any,
@@ -287,11 +387,15 @@ async def model_reply(
     system: str | None = None,
     max_steps: int = 10,
     should_stop: Callable[[], bool] | None = None,
+    output_schema: Any = None,
 ) -> AsyncIterator[Chunk]:
     """The reply to ``agent``'s conversation as UI-message chunks (see the module docstring);
     ``options`` is the ``ChatMessageOptions`` ``on_chat_message`` received. ``should_stop``
     is asked before every step after the first: True ends the reply there (a soft interrupt,
-    ``finishReason: "other"``), its finished steps kept."""
+    ``finishReason: "other"``), its finished steps kept. ``output_schema`` (a JSON Schema, a
+    pydantic model class or an :class:`~agents.providers.output.OutputSchema`): the final
+    answer must be JSON it accepts (see the module docstring)."""
+    schema = as_output_schema(output_schema) if output_schema is not None else None
     messages = agent.messages
     saved = load_checkpoint(agent.ctx.storage.kv)
     new_id = new_assistant_id(agent._core.now())  # the package's assistant_<ms>_<random>
@@ -301,6 +405,8 @@ async def model_reply(
                 plan.resume_step)  # fmt: skip
     reply = _Reply(agent, provider, tools, plan)
     cp: TurnCheckpoint = reply.checkpoint
+    stored = _corrections(plan.partial)
+    verdict: str | None = None  # the output schema's, once the final answer was judged
     cut_message = cp.message_id  # the cut request's operation keeps its id (and key)
     if plan.partial is None and cp is saved:
         cp.message_id = new_id  # a retry answers in a new message, as the package's does
@@ -327,8 +433,19 @@ async def model_reply(
         ended = reason != "tool-calls" or not done_calls
         if not ended and _client_calls(reply, done_calls):
             ended = not _answered(plan.partial, done_calls)  # the browser has yet to answer
+        elif ended and schema is not None:  # the final answer stored, maybe not yet judged
+            text = str((cp.output or {}).get("text") or "")
+            verdict, chunks = _judge(reply, schema, text, cp.step, max_steps, stored)
+            _finish_failed(reply, verdict)
+            for chunk in chunks:
+                yield chunk
+            ended = verdict != "retry"
+        if not ended and reply.awaiting:  # a call of the restored step awaits its approval
+            ended = True
         if not ended:
             cp.next_step()
+    if reply.awaiting and not ended:  # a call of the partial still awaits its approval
+        reason, ended = "tool-calls", True
     compactions, last_input = 0, None
     first = True
     cursors = provider.strategy == "retrieve"  # only a stored response is re-attached to
@@ -358,7 +475,8 @@ async def model_reply(
         base = _step_calls(plan.partial) if held else 0  # calls of the step stored already
         async with op:
             call = ModelCall(merge_texts([*items_from_messages(messages), *reply.produced]),
-                             system, reply.specs, idempotency_key=op.id, resume=resume)  # fmt: skip
+                             system, reply.specs, idempotency_key=op.id, resume=resume,
+                             output=schema)  # fmt: skip
             meter = RequestMeter(agent, provider, cp.message_id, op.id)
             with meter:
                 stepped = False
@@ -409,16 +527,37 @@ async def model_reply(
         first, resume = False, None
         for event, position in zip(calls, positions, strict=True):
             tool = reply.tools.get(event.name)
-            if tool is None or tool.execute is not None:
+            if (ask := reply.gate(event.call_id, event.name, event.args)) is not None:
+                yield ask  # not run: the person answers, a continuation runs it
+            elif tool is None or tool.execute is not None:
                 settled = await reply.settle(event.call_id, event.name, event.args, position,
                                              stored=False)  # fmt: skip
                 if settled is not None:
                     yield settled
-        if reason != "tool-calls" or not calls or _client_calls(reply, cp.output["calls"]):
+        final = reason != "tool-calls" or not calls
+        if final and schema is not None:
+            verdict, chunks = _judge(reply, schema, step_text, cp.step, max_steps, stored)
+            _finish_failed(reply, verdict)
+            for chunk in chunks:
+                yield chunk
+            if verdict == "retry":
+                cp.next_step()
+                continue
             break
-        if reply.pending:  # a call goes on elsewhere: the reply ends, a continuation settles it
+        if final or _client_calls(reply, cp.output["calls"]):
+            break
+        if reply.pending or reply.awaiting:  # the reply ends: a continuation settles the calls
             break
         cp.next_step()
+    else:  # the step budget is spent (no break): still calling tools at the last step
+        if schema is not None and verdict is None and not ended:
+            verdict = "failed"
+            _finish_failed(reply, verdict)
+            yield {"type": "error", "errorText": (
+                f"output {schema.name!r}: no answer within max_steps={max_steps} — the model "
+                "was still calling tools at its last step")}  # fmt: skip
     cp.finished = True
     reply.save()
+    if verdict == "failed":
+        return  # the error chunk ends the reply (its reader stops there): no finish
     yield {"type": "finish", "finishReason": reason}

@@ -140,6 +140,12 @@ class OpenAIChatCompletions(HttpAdapter):
         }
         if call.tools:
             body["tools"] = _tools(call.tools)
+        if call.output is not None:  # Structured Outputs: the answer is JSON in this shape
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": call.output.name, "schema": dict(call.output.schema),
+                                "strict": call.output.strict},
+            }  # fmt: skip
         headers = {"authorization": f"Bearer {self._key}", "content-type": "application/json"}
         source = post_sse(self.fetch, self.name, f"{self.base_url}/chat/completions", headers, body)
         calls: dict[int, dict[str, str]] = {}

@@ -154,6 +154,15 @@ class OpenAIResponses(HttpAdapter):
             body["instructions"] = call.system
         if call.tools:
             body["tools"] = _tools(call.tools)
+        if call.output is not None:  # Structured Outputs: the answer is JSON in this shape
+            text = dict(body.get("text") or {})
+            text["format"] = {
+                "type": "json_schema",
+                "name": call.output.name,
+                "schema": dict(call.output.schema),
+                "strict": call.output.strict,
+            }
+            body["text"] = text
         if self.max_output_tokens is not None:
             body["max_output_tokens"] = self.max_output_tokens
         return post_sse(fetch, self.name, f"{self.base_url}/responses", self._headers(call), body)

@@ -8,6 +8,12 @@ after a kill never silently runs a side effect twice: a completed call returns i
 result, a call that may have run tells the model so (``output-error`` with the ledger's "may
 have executed; verify before retrying"), and an ``idempotent`` tool — one that passes
 ``ctx.idempotency_key`` to an upstream that collapses duplicates — simply runs again.
+
+A server tool with ``needs_approval`` (True, or a function of the call's arguments) is not run
+when the model calls it: the reply asks the person first (the AI SDK's ``needsApproval`` and its
+``tool-approval-request`` chunk) and ends; the answer (``cf_agent_tool_approval``) is stored in
+the message, and the continuation runs an approved call through the same ledger — so an approval
+answered twice, or a continuation recovered after a kill, never runs the side effect twice.
 """
 
 from __future__ import annotations
@@ -18,7 +24,15 @@ from typing import Any
 
 from .base import ToolSpec
 
-__all__ = ["PENDING", "Tool", "ToolContext", "ToolOutcome", "ToolPending", "run_tool"]
+__all__ = [
+    "PENDING",
+    "ApprovalCheck",
+    "Tool",
+    "ToolContext",
+    "ToolOutcome",
+    "ToolPending",
+    "run_tool",
+]
 
 
 class ToolPending:
@@ -50,6 +64,8 @@ class ToolContext:
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+#: ``needs_approval`` as a function: the call's arguments → whether a person must approve it.
+ApprovalCheck = Callable[[dict[str, Any]], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +77,34 @@ class Tool(ToolSpec):
     #: ``execute`` passes ``ctx.idempotency_key`` to an upstream that collapses duplicates, so
     #: running it again after a kill is safe.
     idempotent: bool = False
+    #: A person approves each call before it runs (True), or the calls this function of the
+    #: arguments says (the AI SDK's ``needsApproval``). Only a server tool can be gated: a client
+    #: tool's call already waits for the browser.
+    needs_approval: bool | ApprovalCheck = False
+
+    def __post_init__(self) -> None:
+        gated = self.needs_approval
+        if not isinstance(gated, bool) and not callable(gated):
+            raise TypeError(
+                f"tool {self.name!r}: needs_approval must be True/False or a function of the "
+                f"call's arguments, got {type(gated).__name__}"
+            )
+        if gated is not False and self.execute is None:
+            raise ValueError(
+                f"tool {self.name!r} has needs_approval but no execute: a client tool's call "
+                "already waits for the browser"
+            )
 
     @property
     def spec(self) -> ToolSpec:
         return self
+
+    def requires_approval(self, args: Mapping[str, Any]) -> bool:
+        """Whether the call with ``args`` waits for a person's approval before it runs."""
+        gated = self.needs_approval
+        if isinstance(gated, bool):
+            return gated
+        return bool(gated(dict(args)))
 
 
 @dataclass(frozen=True, slots=True)

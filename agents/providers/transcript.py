@@ -6,8 +6,10 @@ assistant text, files the user attached, tool calls, tool results. Each adapter 
 its wire format (the Responses API's input items, chat completions' messages, Anthropic's content
 blocks; files through :mod:`agents.providers.files`, which refuses what a provider cannot take).
 What no provider can read as input (data parts, sources, reasoning, files in an assistant
-message) is left out; a tool call whose result never arrived is left out with it, since every
-provider refuses a call without its result.
+message) is left out — but for the correction of a structured answer the schema refused, which
+the model reads as a user message after that answer (:mod:`agents.providers.output`). A tool
+call whose result never arrived is left out too, since every provider refuses a call without
+its result.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "CORRECTION_PART",
+    "OUTPUT_PART",
     "File",
     "Item",
     "Text",
@@ -28,6 +32,15 @@ __all__ = [
     "result_text",
     "trailing_assistant_text",
 ]
+
+
+#: The assistant message's part holding a structured answer the output schema accepted
+#: (``data``: the value; see :mod:`agents.providers.output`).
+OUTPUT_PART = "data-structured-output"
+#: The part of a structured answer the schema refused: ``data`` is ``{step, error,
+#: correction?}``; the model reads the ``correction`` as a user message after that answer
+#: (stored with the message, so a recovered turn reads it again).
+CORRECTION_PART = "data-structured-output-error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +77,10 @@ class ToolResult:
 Item = Text | File | ToolCall | ToolResult
 
 
+#: What the model reads for a call a person denied (with their reason, when they gave one).
+DENIED_TEXT = "The user denied this tool call."
+
+
 def result_text(output: Any) -> str:
     """A tool output as the text the providers take (strings as they are, the rest JSON)."""
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
@@ -85,14 +102,24 @@ def _tool_items(part: Mapping[str, Any], name: str) -> list[Item]:
         return [call, ToolResult(call_id, name, part.get("output"))]
     if state == "output-error":
         return [call, ToolResult(call_id, name, part.get("errorText") or "error", True)]
-    if state == "output-denied":
-        return [call, ToolResult(call_id, name, "The user denied this tool call.", True)]
+    if state == "output-denied":  # the reason a person gave, as the AI SDK's execution-denied
+        approval = part.get("approval")
+        reason = approval.get("reason") if isinstance(approval, Mapping) else None
+        denial = f"The user denied this tool call: {reason}" if reason else DENIED_TEXT
+        return [call, ToolResult(call_id, name, denial, True)]
     return []  # no result (yet): a provider refuses a call without one
 
 
 def items_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[Item]:
     """The provider-neutral conversation of ``messages`` (UI messages, oldest first)."""
     items: list[Item] = []
+
+    def add_text(role: str, text: str) -> None:
+        if items and isinstance(items[-1], Text) and items[-1].role == role:
+            items[-1] = Text(role, items[-1].text + text)
+        else:
+            items.append(Text(role, text))
+
     for message in messages:
         role = str(message.get("role", "user"))
         for part in message.get("parts") or ():
@@ -101,10 +128,13 @@ def items_from_messages(messages: Iterable[Mapping[str, Any]]) -> list[Item]:
             if part.get("type") == "text":
                 text = str(part.get("text") or "")
                 if text:
-                    if items and isinstance(items[-1], Text) and items[-1].role == role:
-                        items[-1] = Text(role, items[-1].text + text)
-                    else:
-                        items.append(Text(role, text))
+                    add_text(role, text)
+                continue
+            if part.get("type") == CORRECTION_PART and role == "assistant":
+                data = part.get("data")
+                said = data.get("correction") if isinstance(data, Mapping) else None
+                if said:
+                    add_text("user", str(said))
                 continue
             if part.get("type") == "file":
                 if role != "assistant":  # a model's own files are not input any API takes

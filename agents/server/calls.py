@@ -1,16 +1,34 @@
-"""What a run's assistant message says: its text, and the calls waiting for a client."""
+"""What a run's assistant message says: its text, the calls waiting for a client, and the
+calls waiting for a person's approval."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["pending_client_calls", "step_has_server_results", "text_of"]
+from ..providers.output import OUTPUT_PART
+
+__all__ = [
+    "output_of",
+    "pending_approvals",
+    "pending_client_calls",
+    "step_has_server_results",
+    "text_of",
+]
 
 
 def text_of(message: Mapping[str, Any] | None) -> str:
     parts = (message or {}).get("parts") or ()
     return "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+def output_of(message: Mapping[str, Any] | None) -> Any:
+    """A run's output: the validated value of an agent with an output schema (the message's
+    structured-output part), else the answer's text."""
+    for part in reversed((message or {}).get("parts") or ()):
+        if isinstance(part, Mapping) and part.get("type") == OUTPUT_PART:
+            return part.get("data")
+    return text_of(message)
 
 
 def pending_client_calls(message: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -26,6 +44,21 @@ def pending_client_calls(message: Mapping[str, Any] | None) -> dict[str, Any]:
             and not meta.get("opId")
         ):
             pending[str(part["toolCallId"])] = {"toolName": kind[5:], "input": part.get("input")}
+    return pending
+
+
+def pending_approvals(message: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The server tool calls of ``message`` waiting for a person's approval (``Tool``'s
+    ``needs_approval``: the model loop asked, the part is ``approval-requested``)."""
+    pending: dict[str, Any] = {}
+    for part in (message or {}).get("parts") or ():
+        kind = str(part.get("type", ""))
+        if kind.startswith("tool-") and part.get("state") == "approval-requested":
+            pending[str(part["toolCallId"])] = {
+                "toolName": kind[5:],
+                "input": part.get("input"),
+                "approval": True,
+            }
     return pending
 
 

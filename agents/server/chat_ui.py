@@ -48,11 +48,7 @@ def _bad(message: str, **details: Any) -> RequestError:
 
 async def _format(server: AgentServer, message_id: str | None = None) -> UIMessageFormat:
     record = server.session
-    approvals: frozenset[str] = frozenset()
-    if record.agent_type:
-        approvals = frozenset((await server.definition()).approval_tools)
-    return UIMessageFormat(record.session_id or server.name, message_id=message_id,
-                           approvals=approvals)  # fmt: skip
+    return UIMessageFormat(record.session_id or server.name, message_id=message_id)
 
 
 def _going_on(server: AgentServer) -> bool:
@@ -122,7 +118,7 @@ async def _answer_calls(server: AgentServer, message: Mapping[str, Any]) -> Any:
         str(p.get("toolCallId"))
         for m in server.messages[-1:]
         for p in m.get("parts") or ()
-        if p.get("state") == "input-available"
+        if p.get("state") in ("input-available", "approval-requested")
     }
     answers = [a for a in _answers(message) if a.tool_call_id in pending]
     if not answers:

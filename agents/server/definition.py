@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers import Tool
+from ..providers import OutputSchema, Tool, output_schema
 
 __all__ = [
     "AgentDefinition",
@@ -56,10 +56,11 @@ class SubAgentTool:
 @dataclass(frozen=True, slots=True)
 class ApprovalTool:
     """A server tool that runs only after a person approved the call (the AI SDK's
-    ``needsApproval``): the run suspends at the call, the client answers ``{approved, reason?}``
-    (``submit-tool-result``, or the AI SDK's ``addToolApprovalResponse``), and an approved call
-    runs here, through the ledger, before the run goes on; a denied one is an error the model
-    reads."""
+    ``needsApproval``; the same as ``Tool(..., needs_approval=True)``): the run suspends at the
+    call (``suspended_approval``), the client answers ``{approved, reason?}``
+    (``submit-tool-result``, ``/resume``'s ``approvals``, or the AI SDK's
+    ``addToolApprovalResponse``), and an approved call runs here, through the ledger, as the run
+    goes on; a denied one never runs and the model reads the denial."""
 
     tool: Tool
 
@@ -78,9 +79,11 @@ def needs_approval(tool: Tool) -> ApprovalTool:
 @dataclass(frozen=True, slots=True)
 class AgentDefinition:
     """One agent type: ``name`` (its type in the registry), ``system_prompt``, ``tools`` (model
-    loop tools and sub-agent tools), ``max_steps``, a free ``description``, and the agent types
+    loop tools and sub-agent tools), ``max_steps``, a free ``description``, the agent types
     it may keep as persistent children through the companion tools
-    (``persistent_sub_agents``, besides those of its persistent sub-agent tools)."""
+    (``persistent_sub_agents``, besides those of its persistent sub-agent tools), and the seed's
+    ``outputSchema`` (``output_schema``): a run's output is then the JSON value of its final
+    answer, checked against it, instead of the answer's text."""
 
     name: str
     system_prompt: str = ""
@@ -88,11 +91,16 @@ class AgentDefinition:
     max_steps: int = 10
     description: str = ""
     persistent_sub_agents: Sequence[str] = ()
+    output_schema: OutputSchema | None = None
 
     @property
     def approval_tools(self) -> dict[str, Tool]:
-        """The tools gated by an approval, by name."""
-        return {t.name: t.tool for t in self.tools if isinstance(t, ApprovalTool)}
+        """The tools gated by an approval (of every call, or of those their function names),
+        by name."""
+        gated = {t.name: t.tool for t in self.tools if isinstance(t, ApprovalTool)}
+        return gated | {
+            t.name: t for t in self.tools if isinstance(t, Tool) and t.needs_approval is not False
+        }
 
     @property
     def companion_types(self) -> list[str]:
@@ -109,8 +117,11 @@ def define_agent(
     max_steps: int = 10,
     description: str = "",
     persistent_sub_agents: Sequence[str] = (),
+    output_schema: Any = None,
 ) -> AgentDefinition:
-    """An :class:`AgentDefinition` (``defineAgent`` of the seed), checked."""
+    """An :class:`AgentDefinition` (``defineAgent`` of the seed), checked. ``output_schema``:
+    a JSON Schema, a pydantic model class, or an :class:`~agents.providers.OutputSchema`
+    (:func:`~agents.providers.output_schema` names it or asks for OpenAI's ``strict`` mode)."""
     if not name or not isinstance(name, str):
         raise ValueError(f"an agent needs a non-empty name, got {name!r}")
     if not isinstance(max_steps, int) or max_steps < 1:
@@ -129,8 +140,18 @@ def define_agent(
     ):
         raise ValueError(f"persistent_sub_agents must be agent type names, got "
                          f"{persistent_sub_agents!r}")  # fmt: skip
+    schema = _output_schema(name, output_schema)
     return AgentDefinition(name, system_prompt, tuple(tools), max_steps, description,
-                           tuple(persistent_sub_agents))  # fmt: skip
+                           tuple(persistent_sub_agents), schema)  # fmt: skip
+
+
+def _output_schema(agent: str, spec: Any) -> OutputSchema | None:
+    if spec is None:
+        return None
+    try:
+        return output_schema(spec)
+    except ValueError as exc:
+        raise ValueError(f"agent {agent!r}: {exc}") from None
 
 
 def sub_agent_tool(

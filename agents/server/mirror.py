@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..providers.output import CORRECTION_PART, OUTPUT_PART
+
 __all__ = ["stream_chunks"]
 
 
@@ -53,6 +55,22 @@ def stream_chunks(chunk: Mapping[str, Any], agent_id: str, agent_type: str) -> l
                 **base,
             }
         ]
+    if kind == "tool-output-denied":  # a person denied the call: it never ran
+        return [
+            {
+                "type": "tool_result",
+                "toolCallId": chunk.get("toolCallId"),
+                "error": "The user denied this tool call.",
+                "denied": True,
+                **base,
+            }
+        ]
     if kind == "finish-step":
         return [{"type": "step_completed", **base}]
+    if kind == OUTPUT_PART:  # the final answer, accepted by the output schema
+        return [{"type": "output", "output": chunk.get("data"), **base}]
+    if kind == CORRECTION_PART:  # refused: the model is told why (or the budget is spent)
+        data: Mapping[str, Any] = chunk.get("data") or {}
+        return [{"type": "output_rejected", "step": data.get("step"), "error": data.get("error"),
+                 "retry": "correction" in data, **base}]  # fmt: skip
     return []

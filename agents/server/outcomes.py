@@ -13,7 +13,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.portable import wait_until
-from .calls import pending_client_calls, step_has_server_results, text_of
+from .calls import (
+    output_of,
+    pending_approvals,
+    pending_client_calls,
+    step_has_server_results,
+)
 from .contexts import CompleteContext
 from .hooks import call_hook
 
@@ -101,6 +106,23 @@ async def settle_run(server: AgentServer, result: Mapping[str, Any]) -> None:
         reason, server._interrupt_seen = server._interrupt_seen, None
         interrupted(server, reason, "request")
         outcome = "interrupted"
+    elif approvals := pending_approvals(message):
+        # Server tools a person must approve first (``needs_approval``): nothing ran them yet.
+        pending = {**pending_client_calls(message), **approvals}
+        for call_id, call in approvals.items():
+            server.stream.append({"type": "tool_approval_request", "toolCallId": call_id,
+                                  "approvalId": call_id, "toolName": call["toolName"],
+                                  "input": call["input"], **_base(server)})  # fmt: skip
+        pause_run(
+            server,
+            "suspended_approval",
+            {"type": "run_suspended", "reason": "approval", "toolCalls": pending},
+            type="suspended",
+            reason="approval",
+            sessionId=record.session_id,
+            toolCalls=pending,
+        )
+        return
     elif pending := pending_client_calls(message):
         # A batch that mixed server and client calls: the server ones ran and their results are
         # stored; the client's results complete the step without running them again.
@@ -127,7 +149,7 @@ async def settle_run(server: AgentServer, result: Mapping[str, Any]) -> None:
         )
         return
     else:
-        end_run(server, output=text_of(message))
+        end_run(server, output=output_of(message))
         outcome = "completed"
     record = server.session
     if record.parent_session_id:

@@ -153,6 +153,9 @@ class ResumeRequest:
     #: The seed's ``modifyState``: a JSON merge patch (RFC 7396) of the agent's state, or — in
     #: process, through :meth:`AgentServer.resume` — a function of the state to the new state.
     modify_state: Any = None
+    #: ``options.approvals``: a person's decisions on the calls a ``suspended_approval`` run
+    #: waits for (``{toolCallId, approved, reason?}`` each).
+    approvals: tuple[ToolResultRequest, ...] = ()
 
 
 def parse_resume(body: Any) -> ResumeRequest:
@@ -177,7 +180,21 @@ def parse_resume(body: Any) -> ResumeRequest:
             f"(a key set to null is removed), got {type(patch).__name__}",
             field="options.modifyState",
         )
-    return ResumeRequest(str(mode), checkpoint, messages, patch)
+    raw = options.get("approvals") or []
+    if not isinstance(raw, list):
+        raise _bad("options.approvals must be a list of {toolCallId, approved, reason?}",
+                   field="options.approvals")  # fmt: skip
+    approvals = []
+    for index, item in enumerate(raw):
+        where = f"options.approvals[{index}]"
+        item = _object(item, where)
+        if "approved" not in item:
+            raise _bad(f"{where} needs approved: true or false", field=where)
+        try:
+            approvals.append(parse_tool_result(item))
+        except RequestError as exc:
+            raise _bad(f"{where}: {exc}", field=where) from None
+    return ResumeRequest(str(mode), checkpoint, messages, patch, tuple(approvals))
 
 
 @dataclass(frozen=True, slots=True)

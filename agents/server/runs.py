@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.protocol import dumps
+from .calls import pending_approvals
 from .contexts import AfterResumeContext, AfterStartContext, BeforeResumeContext, BeforeStartContext
 from .errors import RequestError
 from .hooks import AbortResult, call_hook
 from .outcomes import LAST_RESUME_KEY
 from .requests import ResumeRequest, StartRequest, merge_patch, parse_resume
+from .toolresults import apply_approvals, approval_responses
 
 if TYPE_CHECKING:
     from .server import AgentServer
@@ -39,6 +41,7 @@ _PAUSED = frozenset(
         "suspended_client_tool",
         "suspended_awaiting_children",
         "suspended_step_partial",
+        "suspended_approval",
     }
 )
 #: What each mode accepts besides a paused run: a failed run is answered again (``retry``) or
@@ -258,6 +261,7 @@ async def resume_run(
             status=record.status,
             sessionStatus=record.status,
         )
+    _check_approvals(server, req, mode)
     hook_before = server.hooks.before_retry if retry else server.hooks.before_resume
     hook = await call_hook(
         hook_before,
@@ -279,6 +283,8 @@ async def resume_run(
     elif mode == "branch":
         step = _branch(server, req.checkpoint_id or "")
         server.sessions.update(step_count=step, checkpoint_id=req.checkpoint_id)
+    if req.approvals:  # the durable write: the continuation runs what was approved
+        apply_approvals(server, list(req.approvals))
     if req.append_messages:
         server.persist_messages([*server.messages, *req.append_messages])
     server.stream.reopen()
@@ -306,6 +312,8 @@ async def resume_run(
         }
     )
     last = server.messages[-1] if server.messages else None
+    if req.approvals and last is not None:
+        approval_responses(server, last)
     server.start_turn(continuation=last is not None and last.get("role") == "assistant")
     hook_after = server.hooks.after_retry if retry else server.hooks.after_resume
     await call_hook(
@@ -331,6 +339,34 @@ async def resume_run(
         "mode": mode,
         "startSequence": server.stream.latest_sequence,
     }
+
+
+def _check_approvals(server: AgentServer, req: ResumeRequest, mode: str) -> None:
+    """A ``suspended_approval`` run goes on only in ``continue`` mode with a decision for every
+    call it waits for (409 naming the missing ones); decisions for any other run are refused."""
+    last = server.messages[-1] if server.messages else None
+    waiting = pending_approvals(last) if server.session.status == "suspended_approval" else {}
+    if req.approvals and (not waiting or mode != "continue"):
+        raise _conflict(
+            "options.approvals answers the calls of a suspended_approval run in mode continue; "
+            f"this run is {server.session.status} (mode {mode!r})",
+            "NOT_AWAITING_APPROVAL",
+            status=server.session.status,
+        )
+    if waiting and mode == "continue":
+        given = {a.tool_call_id for a in req.approvals}
+        missing = sorted(set(waiting) - given)
+        unknown = sorted(given - set(waiting))
+        if unknown:
+            raise RequestError(404, "UNKNOWN_TOOL_CALL", f"no tool call of {unknown} waits for "
+                               "an approval in this session", toolCallIds=unknown)  # fmt: skip
+        if missing:
+            raise _conflict(
+                f"the run waits for a person's approval of {missing}: resume with "
+                "options.approvals [{toolCallId, approved, reason?}] for each",
+                "APPROVAL_PENDING",
+                toolCallIds=missing,
+            )
 
 
 async def children_settled(server: AgentServer) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from .subagents import sub_agent_as_tool
 if TYPE_CHECKING:
     from .server import AgentServer
 
-__all__ = ["approved_tool", "served_tools"]
+__all__ = ["served_tools"]
 
 
 def served_tools(server: AgentServer, definition: AgentDefinition) -> list[Tool]:
@@ -32,8 +32,9 @@ def served_tools(server: AgentServer, definition: AgentDefinition) -> list[Tool]
     for tool in definition.tools:
         if isinstance(tool, SubAgentTool):
             tools.append(sub_agent_as_tool(server, tool))
-        elif isinstance(tool, ApprovalTool):  # the model loop sees a call the client answers
-            tools.append(Tool(tool.name, tool.tool.description, tool.tool.parameters))
+        elif isinstance(tool, ApprovalTool):  # the model loop asks a person before it runs it
+            served = _with_server_context(server, definition, tool.tool)
+            tools.append(dataclasses.replace(served, needs_approval=True))
         elif tool.execute is not None:
             tools.append(_with_server_context(server, definition, tool))
         else:
@@ -41,12 +42,6 @@ def served_tools(server: AgentServer, definition: AgentDefinition) -> list[Tool]
     if definition.companion_types:  # persistent children: the seed's companion tools
         tools += companion_tools(server, definition.companion_types, DEFAULT_SUB_AGENT_TIMEOUT_MS)
     return tools
-
-
-def approved_tool(server: AgentServer, definition: AgentDefinition, name: str) -> Tool | None:
-    """Approval-gated tool ``name`` of ``definition``, ready to run once approved."""
-    tool = definition.approval_tools.get(name)
-    return None if tool is None else _with_server_context(server, definition, tool)
 
 
 def _with_server_context(server: AgentServer, definition: AgentDefinition, tool: Tool) -> Tool:

@@ -215,6 +215,7 @@ class AgentServer(AIChatAgent):
             system=definition.system_prompt or None,
             max_steps=definition.max_steps,
             should_stop=self._stop_requested,
+            output_schema=definition.output_schema,
         )
         return self._mirrored(source, record.session_id or self.name, definition.name)
 

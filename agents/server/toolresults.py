@@ -6,6 +6,13 @@ process between requests, so nothing else would. A result for a call already ans
 nothing (``accepted: false``). A call this session does not own may be waiting in one of the
 sub-agents its run is suspended on (``clientToolCallOwnership`` in ``/snapshot``): the result is
 forwarded to that child's object, which forwards it on to a grandchild the same way.
+
+A call of a server tool that needs approval (``approval-requested``) is answered
+``{approved, reason?}``: the decision is the durable write (the part becomes
+``approval-responded`` or ``output-denied``), and once no call is left waiting the run goes on
+itself; the model loop's continuation runs an approved call through the ledger (once, however
+often it is re-sent or recovered) and tells the model of a denied one. The same decision again
+changes nothing (``accepted: false``); the opposite one is a 409 naming the call.
 """
 
 from __future__ import annotations
@@ -14,17 +21,15 @@ import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..providers.tools import run_tool
-from .calls import pending_client_calls
+from .calls import pending_approvals, pending_client_calls
 from .errors import RequestError
 from .requests import ToolResultRequest
-from .servedtools import approved_tool
 from .subagents import call_session
 
 if TYPE_CHECKING:
     from .server import AgentServer
 
-__all__ = ["submit_tool_result"]
+__all__ = ["apply_approvals", "approval_responses", "submit_tool_result"]
 
 
 async def submit_tool_result(server: AgentServer, req: ToolResultRequest) -> dict[str, Any]:
@@ -60,9 +65,7 @@ async def submit_tool_result(server: AgentServer, req: ToolResultRequest) -> dic
 
 
 async def _apply_here(server: AgentServer, req: ToolResultRequest) -> dict[str, Any] | None:
-    """The result applied to this session's own call (None: it has no such call). An
-    approval's answer runs the approved tool first, through the ledger (a repeat after a crash
-    replays its stored result)."""
+    """The result applied to this session's own call (None: it has no such call)."""
     me = server.session.session_id
     messages = server.messages
     for index in range(len(messages) - 1, -1, -1):
@@ -70,6 +73,22 @@ async def _apply_here(server: AgentServer, req: ToolResultRequest) -> dict[str, 
         for part in message.get("parts") or ():
             if part.get("toolCallId") != req.tool_call_id:
                 continue
+            if _approval_part(part):
+                updated = apply_approvals(server, [req])
+                if updated and not pending_client_calls(updated) and not server.is_executing:
+                    if not pending_approvals(updated):  # every call answered: the run goes on
+                        server.sessions.update(status="active")
+                        server.stream.reopen()
+                        approval_responses(server, updated)
+                        server.start_turn(continuation=True)
+                answer: dict[str, Any] = {"accepted": bool(updated)}
+                if not updated:
+                    answer["reason"] = "already-answered"
+                return {**answer, "status": server.session.status, "ownerSessionId": me}
+            if req.approved is not None:
+                raise RequestError(400, "BAD_REQUEST", f"tool call {req.tool_call_id!r} is a "
+                                   "client tool's: answer it with {result} or {error}",
+                                   toolCallId=req.tool_call_id)  # fmt: skip
             if part.get("state") != "input-available" or req.tool_call_id not in (
                 pending_client_calls(message)
             ):
@@ -79,23 +98,22 @@ async def _apply_here(server: AgentServer, req: ToolResultRequest) -> dict[str, 
                     "status": server.session.status,
                     "ownerSessionId": me,
                 }
-            settled = await _settle(server, part, req)
-            messages = server.messages  # re-read: the tool ran meanwhile
-            if index >= len(messages) or messages[index].get("id") != message.get("id"):
-                raise RequestError(409, "TRANSCRIPT_CHANGED", "the run's transcript changed "
-                                   "while the call was settled: send it again")  # fmt: skip
-            message = messages[index]
             updated = copy.deepcopy(dict(message))
             for target in updated["parts"]:
                 if target.get("toolCallId") == req.tool_call_id:
-                    _apply(target, settled)
+                    _apply(target, req)
             server.persist_messages([*messages[:index], updated, *messages[index + 1 :]])
             server.sessions.record_client_result(req.tool_call_id, me or server.name)
-            if not pending_client_calls(updated) and not server.is_executing:
+            if (
+                not pending_client_calls(updated)
+                and not pending_approvals(updated)
+                and not server.is_executing
+            ):
                 server.sessions.update(status="active")
                 server.stream.reopen()
                 for answered in _answered_client_calls(updated):  # the step's calls, settled
                     server.stream.append({"type": "tool_result", "agentId": me, **answered})
+                approval_responses(server, updated)
                 server.start_turn(continuation=True)
             return {"accepted": True, "status": server.session.status, "ownerSessionId": me}
     streaming = server._chat_runner.streaming_message
@@ -128,31 +146,79 @@ def _answered_client_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def _settle(
-    server: AgentServer, part: Mapping[str, Any], req: ToolResultRequest
-) -> ToolResultRequest:
-    """What the call's part becomes: the client's result, or — for an approval-gated tool —
-    the tool's own outcome (approved) or the denial."""
-    name = str(part.get("type", ""))[5:]
-    definition = await server.definition()
-    tool = approved_tool(server, definition, name)
-    if (tool is None) != (req.approved is None):
-        expected = "{approved: true|false, reason?}" if tool else "{result} or {error}"
-        raise RequestError(400, "BAD_REQUEST", f"tool {name!r} is answered with {expected}",
-                           toolCallId=req.tool_call_id)  # fmt: skip
-    if tool is None:
-        return req
-    if not req.approved:
-        denial = f"the user denied this call{': ' + req.reason if req.reason else ''}"
-        return ToolResultRequest(req.tool_call_id, None, denial)
-    meta = (part.get("callProviderMetadata") or {}).get("agents") or {}
-    position = str(meta.get("position") or f"approval/{req.tool_call_id}")
-    given = part.get("input")
-    args: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-    outcome = await run_tool(server, tool, req.tool_call_id, args, position)
-    if outcome.ok:
-        return ToolResultRequest(req.tool_call_id, outcome.value, None)
-    return ToolResultRequest(req.tool_call_id, None, str(outcome.value))
+def _approval_part(part: Mapping[str, Any]) -> bool:
+    """A call of a server tool that asked for approval (waiting, or answered already)."""
+    approval = part.get("approval")
+    return part.get("state") == "approval-requested" or (
+        isinstance(approval, Mapping) and isinstance(approval.get("approved"), bool)
+    )
+
+
+def apply_approvals(
+    server: AgentServer, decisions: list[ToolResultRequest]
+) -> dict[str, Any] | None:
+    """Write ``decisions`` (``approved`` set) into the last assistant message — the durable
+    write — and return it (None: none of them changed anything: the same decisions again).
+    Raises :class:`RequestError`: 400 for an answer that is not an approval, 404 for a call
+    the message does not hold, 409 for the opposite of a decision already taken."""
+    messages = server.messages
+    if not messages or messages[-1].get("role") != "assistant":
+        ids = [d.tool_call_id for d in decisions]
+        raise RequestError(404, "UNKNOWN_TOOL_CALL", f"no tool call of {ids} waits for an "
+                           "approval in this session", toolCallIds=ids)  # fmt: skip
+    updated = copy.deepcopy(dict(messages[-1]))
+    parts = {str(p.get("toolCallId")): p for p in updated.get("parts") or () if p.get("toolCallId")}
+    changed = False
+    for decision in decisions:
+        call_id = decision.tool_call_id
+        part = parts.get(call_id)
+        if part is None or not _approval_part(part):
+            raise RequestError(404, "UNKNOWN_TOOL_CALL", f"no tool call {call_id!r} waits for "
+                               "an approval in this session", toolCallId=call_id)  # fmt: skip
+        if decision.approved is None:
+            raise RequestError(400, "BAD_REQUEST", f"tool call {call_id!r} waits for an "
+                               "approval: answer it with {approved: true|false, reason?}",
+                               toolCallId=call_id)  # fmt: skip
+        if part.get("state") != "approval-requested":
+            taken = part["approval"]["approved"]
+            if taken != decision.approved:
+                raise RequestError(409, "APPROVAL_CONFLICT", f"tool call {call_id!r} was "
+                                   f"{'approved' if taken else 'denied'} already",
+                                   toolCallId=call_id)  # fmt: skip
+            continue
+        approval = {**(part.get("approval") or {}), "id": (part.get("approval") or {}).get(
+            "id", call_id), "approved": decision.approved}  # fmt: skip
+        if decision.reason:
+            approval["reason"] = decision.reason
+        part["approval"] = approval
+        part["state"] = "approval-responded" if decision.approved else "output-denied"
+        changed = True
+    if not changed:
+        return None
+    server.persist_messages([*messages[:-1], updated])
+    for decision in decisions:
+        server.sessions.record_client_result(decision.tool_call_id,
+                                             server.session.session_id or server.name)  # fmt: skip
+    return updated
+
+
+def approval_responses(server: AgentServer, message: Mapping[str, Any]) -> None:
+    """The seed's ``tool_approval_response`` chunks for the decisions of the message's last
+    step (the stream is open again: the run goes on)."""
+    parts = list(message.get("parts") or ())
+    starts = [i for i, p in enumerate(parts) if p.get("type") == "step-start"]
+    for part in parts[starts[-1] if starts else 0 :]:
+        approval = part.get("approval")
+        if part.get("state") not in ("approval-responded", "output-denied"):
+            continue
+        if not isinstance(approval, Mapping) or not isinstance(approval.get("approved"), bool):
+            continue
+        chunk = {"type": "tool_approval_response", "toolCallId": part["toolCallId"],
+                 "decision": "approve" if approval["approved"] else "reject",
+                 "agentId": server.session.session_id}  # fmt: skip
+        if approval.get("reason"):
+            chunk["reason"] = approval["reason"]
+        server.stream.append(chunk)
 
 
 def _apply(part: dict[str, Any], req: ToolResultRequest) -> None:

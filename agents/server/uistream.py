@@ -13,10 +13,11 @@ session chunk (this session's)        UI-message chunk(s)
 ``text_delta``                        ``start-step`` (first in a step), ``text-start``,
                                       ``text-delta`` (``text-end`` when something else follows)
 ``tool_call_start``                   ``tool-input-available {toolCallId, toolName, input}``
-``tool_result``                       ``tool-output-available`` / ``tool-output-error``
+``tool_result``                       ``tool-output-available`` / ``tool-output-error`` /
+                                      ``tool-output-denied`` (a call a person denied)
+``tool_approval_request``             ``tool-approval-request {approvalId, toolCallId}``
 ``step_completed``                    ``finish-step``
-``run_suspended`` (client tools)      ``tool-approval-request {approvalId, toolCallId}`` for a
-                                      call that needs approval; ``finish``
+``run_suspended``                     ``finish``
 ``run_completed`` / ``run_interrupted`` ``finish``
 ``run_failed``                        ``error {errorText}``
 the terminal or pause event           ``data: [DONE]``, and the response closes
@@ -48,8 +49,7 @@ class UIMessageFormat(SseFormat):
     """One response's translation (see the module docstring); stateful, one per response.
 
     ``agent_id`` is the session whose chunks make the message; ``message_id`` starts the
-    response with ``start`` at once (a continuation of an assistant message the client holds);
-    ``approvals`` names the tools whose pending calls are approval requests."""
+    response with ``start`` at once (a continuation of an assistant message the client holds)."""
 
     shared: ClassVar[bool] = False
     headers: ClassVar[Mapping[str, str]] = UI_STREAM_HEADERS
@@ -59,11 +59,9 @@ class UIMessageFormat(SseFormat):
         agent_id: str,
         *,
         message_id: str | None = None,
-        approvals: frozenset[str] = frozenset(),
     ) -> None:
         self._agent_id = agent_id
         self._message_id = message_id
-        self._approvals = approvals
         self._started = False
         self._in_step = False
         self._text: str | None = None
@@ -114,6 +112,9 @@ class UIMessageFormat(SseFormat):
                 "toolName": chunk["toolName"], "input": chunk.get("input")})  # fmt: skip
         if kind == "tool_result":
             out = self._close_text() + self._step()
+            if chunk.get("denied"):
+                denied = {"type": "tool-output-denied", "toolCallId": chunk["toolCallId"]}
+                return out + _data(denied)
             if chunk.get("error") is not None:
                 return out + _data({"type": "tool-output-error", "toolCallId": chunk["toolCallId"],
                                     "errorText": str(chunk["error"])})  # fmt: skip
@@ -125,13 +126,12 @@ class UIMessageFormat(SseFormat):
                 self._in_step = False
                 out += _data({"type": "finish-step"})
             return out
+        if kind == "tool_approval_request":
+            return self._close_text() + _data({"type": "tool-approval-request",
+                                               "approvalId": chunk.get("approvalId"),
+                                               "toolCallId": chunk["toolCallId"]})  # fmt: skip
         if kind == "run_suspended":
-            out = self._close_text()
-            for call_id, call in (chunk.get("toolCalls") or {}).items():
-                if call.get("toolName") in self._approvals:
-                    out += _data({"type": "tool-approval-request", "approvalId": call_id,
-                                  "toolCallId": call_id})  # fmt: skip
-            return out + self._finish("tool-calls")
+            return self._close_text() + self._finish("tool-calls")
         if kind in ("run_completed", "run_interrupted"):
             return self._close_text() + self._finish("stop" if kind == "run_completed" else "other")
         if kind == "run_failed":

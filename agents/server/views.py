@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .calls import pending_client_calls
+from .calls import pending_approvals, pending_client_calls
 from .subagents import call_session
 
 if TYPE_CHECKING:
@@ -43,7 +43,11 @@ async def pending_calls(server: AgentServer) -> tuple[dict[str, Any], dict[str, 
     descendants', and the session that owns each."""
     messages = server.messages
     last = messages[-1] if messages else None
-    own = pending_client_calls(last) if last and last.get("role") == "assistant" else {}
+    own = (
+        {**pending_client_calls(last), **pending_approvals(last)}
+        if last and last.get("role") == "assistant"
+        else {}
+    )
     me = server.session.session_id or server.name
     pending, owners = dict(own), dict.fromkeys(own, me)
     for child in server.sessions.children():

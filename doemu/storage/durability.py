@@ -111,8 +111,8 @@ class SyncPool:
             error: BaseException | None = None
             try:
                 fsync_paths(paths, data_only=data_only)
-            except OSError as exc:
-                error = exc
+            except Exception as exc:  # any failure must reach its waiter: a job whose thread
+                error = exc  # died would leave its commit waiting forever
             with self._lock:
                 self._finished.append((done, error))
                 if self._handing_back:

@@ -1,9 +1,10 @@
 """What legitimately differs between two runs of one script, replaced by placeholders.
 
-Ids made of random hex (``run_…``, ``msg_…``, ``call_…``, ``u_…``) become ``<run1>``,
-``<msg1>``… in order of first appearance (the same id keeps its placeholder, so "the resumed run
-is a new run" stays visible), and clock readings and durations become ``"<time>"``. Everything else
-is compared as the client received it.
+Ids made of random hex (``run_…``, ``msg_…``, ``call_…``, ``u_…``) and the SDK's message ids
+(``assistant_<ms>_<random>``, counted as ``msg``) become ``<run1>``, ``<msg1>``… in order of
+first appearance (the same id keeps its placeholder, so "the resumed run is a new run" stays
+visible), and clock readings and durations become ``"<time>"``. Everything else is compared as the
+client received it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ __all__ = ["TIME_KEYS", "normalised"]
 TIME_KEYS = frozenset(
     {"timestamp", "startedAt", "lastUpdatedAt", "totalDurationMs", "createdAt", "updatedAt"}
 )
-_ID = re.compile(r"\b(run|msg|call|u)_[0-9a-f]{8,}\b")
+_ID = re.compile(r"\b(?:(run|msg|call|u)_[0-9a-f]{8,}|assistant_[0-9]+_[0-9a-z]+)\b")
 
 
 def _mask_times(value: Any) -> Any:
@@ -36,10 +37,10 @@ def normalised(value: Any) -> Any:
     counts: dict[str, int] = {}
 
     def name(match: re.Match[str]) -> str:
-        found = match[0]
+        found, kind = match[0], match[1] or "msg"
         if found not in names:
-            counts[match[1]] = counts.get(match[1], 0) + 1
-            names[found] = f"<{match[1]}{counts[match[1]]}>"
+            counts[kind] = counts.get(kind, 0) + 1
+            names[found] = f"<{kind}{counts[kind]}>"
         return names[found]
 
     return json.loads(_ID.sub(name, text))

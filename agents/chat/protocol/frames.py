@@ -43,6 +43,7 @@ __all__ = [
     "STREAM_RESUME_REQUEST",
     "STREAM_RESUMING",
     "TOOL_APPROVAL",
+    "TOOL_ERROR",
     "TOOL_RESULT",
     "USE_CHAT_REQUEST",
     "USE_CHAT_RESPONSE",
@@ -57,6 +58,7 @@ __all__ = [
     "resume_none_frame",
     "resuming_frame",
     "stream_pending_frame",
+    "tool_error_frame",
 ]
 
 USE_CHAT_REQUEST: Final = "cf_agent_use_chat_request"
@@ -72,6 +74,9 @@ STREAM_PENDING: Final = "cf_agent_stream_pending"
 TOOL_RESULT: Final = "cf_agent_tool_result"
 TOOL_APPROVAL: Final = "cf_agent_tool_approval"
 MESSAGE_UPDATED: Final = "cf_agent_message_updated"
+#: This library's addition: the sender of an approval that changed nothing learns why (the SDK
+#: only logs it). The published client ignores frame types it does not know.
+TOOL_ERROR: Final = "cf_agent_tool_error"
 CHAT_RECOVERING: Final = "cf_agent_chat_recovering"
 
 Outcome = Literal["completed", "error", "aborted", "skipped", "recovering"]
@@ -134,6 +139,13 @@ def messages_frame(messages: list[dict[str, Any]]) -> str:
 
 def clear_frame() -> str:
     return dumps({"type": CHAT_CLEAR})
+
+
+def tool_error_frame(tool_call_id: Any, answer: str, error: str) -> str:
+    """To a tool answer's sender only: ``answer`` (``"result"`` / ``"approval"``) for call
+    ``tool_call_id`` was refused, and ``error`` says why (it names the call)."""
+    return dumps({"type": TOOL_ERROR, "toolCallId": tool_call_id, "answer": answer,
+                  "error": error})  # fmt: skip
 
 
 def message_updated_frame(message: dict[str, Any]) -> str:

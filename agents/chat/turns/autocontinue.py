@@ -30,6 +30,13 @@ The timer runs on the agent's clock (:func:`~agents.chat.turns.queue.wait_for_ti
 clock in a test drives it. The state lives in memory, as in the SDK: an eviction forgets a
 scheduled continuation, and the client's next turn repairs the transcript. A ``clear`` (a new
 queue generation) drops what was scheduled before it.
+
+One exception, this library's: an approval of a *server* tool (a ``Tool`` with
+``needs_approval`` that the model loop runs once approved) is a decision already taken — nothing
+on the client will repeat it. So its continuation is also remembered durably (KV
+:data:`APPROVED_CONTINUATION_KEY`) until a continuation turn starts; an activation that finds it
+(after an eviction or a kill between the answer and the turn) schedules the continuation again
+(:meth:`AutoContinuation.restore`). From the turn's start on, its fiber and chat recovery own it.
 """
 
 from __future__ import annotations
@@ -45,7 +52,12 @@ from ..transcript.repair import tool_name
 from .queue import wait_for_time
 from .turn import TurnSpec, new_request_id
 
-__all__ = ["COALESCE_MS", "AutoContinuation", "has_incomplete_tool_batch"]
+__all__ = [
+    "APPROVED_CONTINUATION_KEY",
+    "COALESCE_MS",
+    "AutoContinuation",
+    "has_incomplete_tool_batch",
+]
 
 #: The SDK's ``AutoContinuationController.COALESCE_MS``: how long after an answer the agent
 #: waits for its siblings before it continues (each later answer restarts the wait).
@@ -54,6 +66,8 @@ COALESCE_MS: Final = 50.0
 #: States of a call still waiting for the client, and of one the client has answered.
 _AWAITING: Final = frozenset({"input-available", "approval-requested"})
 _ANSWERED: Final = SETTLED_TOOL_STATES | {"approval-responded"}
+#: KV key: ``{"messageId"}`` — a server tool's approval asked for a continuation not started yet.
+APPROVED_CONTINUATION_KEY: Final = "cf_ai_chat_approved_continuation"
 
 
 def has_incomplete_tool_batch(messages: Sequence[Mapping[str, Any]]) -> bool:
@@ -99,9 +113,12 @@ class AutoContinuation:
         self._running: asyncio.Future[None] | None = None
 
     # -- events -----------------------------------------------------------------------------------
-    def answered(self, message_id: str, *, auto_continue: bool) -> None:
+    def answered(self, message_id: str, *, auto_continue: bool, durable: bool = False) -> None:
         """A client's tool result or approval changed a call of assistant message
-        ``message_id`` (``auto_continue``: the frame's ``autoContinue``)."""
+        ``message_id`` (``auto_continue``: the frame's ``autoContinue``; ``durable``: it
+        approved or denied a server tool, so the continuation survives an eviction)."""
+        if durable and auto_continue:
+            self._agent.ctx.storage.kv.put(APPROVED_CONTINUATION_KEY, {"messageId": message_id})
         pending = self._pending
         if pending is not None and pending.started:
             if auto_continue:
@@ -117,8 +134,28 @@ class AutoContinuation:
             pending.target = message_id
         self._arm()
 
-    def turn_started(self, request_id: str) -> None:
-        """A turn began running: if it is the continuation, it is past coalescing now."""
+    def restore(self) -> None:
+        """On activation: a server tool's approval whose continuation never started (the
+        process stopped first) schedules it again — if the transcript still ends with the
+        approved message and no reply is under way."""
+        kv = self._agent.ctx.storage.kv
+        saved = kv.get(APPROVED_CONTINUATION_KEY)
+        if not isinstance(saved, Mapping):
+            return
+        messages = self._agent.messages
+        target = saved.get("messageId")
+        if not messages or messages[-1].get("id") != target or not isinstance(target, str):
+            kv.delete(APPROVED_CONTINUATION_KEY)  # a newer turn came: nothing to continue
+            return
+        if self._agent._chat_streams.active is not None:
+            return  # a reply is being recovered: it will read the answer
+        self.answered(target, auto_continue=True)
+
+    def turn_started(self, request_id: str, *, continuation: bool = False) -> None:
+        """A turn began running: if it is the continuation, it is past coalescing now (and a
+        remembered approval's continuation is under way: its fiber owns it from here)."""
+        if continuation:
+            self._agent.ctx.storage.kv.delete(APPROVED_CONTINUATION_KEY)
         pending = self._pending
         if pending is not None and pending.request_id == request_id:
             pending.started = True

@@ -152,7 +152,7 @@ class TurnRunner:
         options = ChatMessageOptions(
             spec.request_id, abort, spec.client_tools, spec.body, spec.continuation
         )
-        agent._chat_auto.turn_started(spec.request_id)
+        agent._chat_auto.turn_started(spec.request_id, continuation=spec.continuation)
         compactions = 0
         while True:
             result: dict[str, Any] = {
@@ -434,7 +434,19 @@ class TurnRunner:
         agent = self._agent
         data = frame.data
         call_id = data.get("toolCallId")
-        if not isinstance(call_id, str):
+        answer = "result" if frame.type == frames.TOOL_RESULT else "approval"
+
+        def refuse(why: str) -> None:
+            # Approvals only: a client tool's result is re-sent by the SDK's client after a
+            # reconnect, and the SDK answers those with nothing; a refused approval is told.
+            if answer == "approval":
+                connection._send_quiet(frames.tool_error_frame(call_id, answer, why))
+
+        if not isinstance(call_id, str) or not call_id:
+            refuse(f"a tool {answer} needs a toolCallId string, got {call_id!r}")
+            return
+        if frame.type == frames.TOOL_APPROVAL and not isinstance(data.get("approved"), bool):
+            refuse(f"the approval of tool call {call_id!r} needs approved: true or false")
             return
         if frame.type == frames.TOOL_RESULT:
             tools = data.get("clientTools")
@@ -445,7 +457,8 @@ class TurnRunner:
         part = find_tool_part(streaming.parts, call_id) if streaming is not None else None
         if streaming is not None and part is not None:
             if part.get("state") not in states:
-                return  # settled already: the first answer wins, nothing is sent
+                refuse(_not_waiting(call_id, answer, part))  # the first answer wins
+                return
             _answer(part, frame)
             message = streaming.message
         else:
@@ -455,18 +468,23 @@ class TurnRunner:
                 None,
             )  # fmt: skip
             if stored is None:
-                kind = "result" if frame.type == frames.TOOL_RESULT else "approval"
                 _log.warning("agent %s: tool %s for unknown call %r ignored",
-                             agent.name, kind, call_id)  # fmt: skip
+                             agent.name, answer, call_id)  # fmt: skip
+                refuse(f"no tool call {call_id!r} in this chat: the {answer} was ignored")
                 return
             message = copy.deepcopy(stored)
             part = find_tool_part(message["parts"], call_id)
             if part is None or part.get("state") not in states:
-                return  # settled already: the first answer wins, nothing is sent
+                refuse(_not_waiting(call_id, answer, part))  # the first answer wins
+                return
             _answer(part, frame)
             agent._chat_store.upsert(message)
         agent._chat_broadcast(frames.message_updated_frame(message))
-        agent._chat_auto.answered(message["id"], auto_continue=bool(data.get("autoContinue")))
+        agent._chat_auto.answered(
+            message["id"],
+            auto_continue=bool(data.get("autoContinue")),
+            durable=frame.type == frames.TOOL_APPROVAL and _server_tool(part),
+        )
 
 
 def _answer(part: dict[str, Any], frame: ChatFrame) -> None:
@@ -487,6 +505,19 @@ def _answer(part: dict[str, Any], frame: ChatFrame) -> None:
     approval: dict[str, Any] = previous if isinstance(previous, dict) else {}
     part["approval"] = {**approval, "id": approval.get("id", data["toolCallId"]),
                         "approved": approved}  # fmt: skip
+
+
+def _not_waiting(call_id: str, answer: str, part: dict[str, Any] | None) -> str:
+    state = part.get("state") if part is not None else None
+    return (f"tool call {call_id!r} is not waiting for {'an' if answer == 'approval' else 'a'} "
+            f"{answer} (its state is {state!r}): the {answer} was ignored")  # fmt: skip
+
+
+def _server_tool(part: dict[str, Any]) -> bool:
+    """Whether the model loop runs this call (it named the call's ledger operation)."""
+    meta = part.get("callProviderMetadata")
+    inner = meta.get("agents") if isinstance(meta, dict) else None
+    return isinstance(inner, dict) and bool(inner.get("opId"))
 
 
 def settled_prefix(parts: list[Any]) -> list[Any]:

@@ -134,7 +134,9 @@ class InstanceObject:
     def terminate(self) -> None:
         row = self._row()
         if row.status in FINAL:
-            raise WorkflowError("Cannot terminate instance since its on a finite state")
+            raise WorkflowError(
+                "(instance.cannot_terminate) Cannot terminate instance since its on a finite state"
+            )
         self.records.set_status("terminated", self._clock_now)
         self._set_alarm(None)
         self._cancel()

@@ -192,7 +192,7 @@ class WorkerdServer:
             raise RuntimeError(f"{self!r} is already running")
         if self.paths is None:
             self.paths = prepare_pyworkerd()
-        if self.lines:
+        if self.proc is not None:  # a previous run: keep its log, even an empty one
             self.outputs.append(self.output)
         self.lines = []
         self._config = load_config(cwd=self.project)

@@ -67,5 +67,6 @@ class Helper(Think):
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         props = {"via": "routing"} if "props=1" in request.url else None
-        routed = await route_agent_request(request, self.env, props=props)
+        cors = "cors=1" in request.url
+        routed = await route_agent_request(request, self.env, props=props, cors=cors)
         return routed if routed is not None else Response("not found", status=404)

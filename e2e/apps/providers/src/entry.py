@@ -2,7 +2,7 @@
 
 Keys and URLs come from ``env`` (the test writes ``.dev.vars``): the fake provider server and
 two side-effect counters, one that honours idempotency keys (``charge``, an idempotent tool)
-and one that does not (``notify``).
+and one that does not (``notify``). ``refund`` is ``charge`` behind a person's approval.
 """
 
 import json
@@ -44,6 +44,15 @@ TOOLS = [
     Tool("charge", "Charge the customer's card.", AMOUNT, execute=charge, idempotent=True),
     Tool("notify", "Send the customer a webhook.", AMOUNT, execute=notify),
     Tool("ask_user", "Ask the user to confirm (answered in the browser).", AMOUNT),
+    # A person approves each refund before it runs (e2e/test_chat_approval.py).
+    Tool(
+        "refund",
+        "Refund the customer.",
+        AMOUNT,
+        execute=charge,
+        idempotent=True,
+        needs_approval=True,
+    ),
 ]
 
 

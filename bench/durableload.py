@@ -1,0 +1,429 @@
+"""The durable-work rows of ``make bench`` (phase l): Queues and Workflows beside Miniflare.
+
+The same routes are served by ``bench/app/durable`` on ``doemu dev`` (at power durability, the
+one judged, and at process durability) and by ``bench/peer-bindings/durable-worker.mjs`` on
+Miniflare (``durable-serve.mjs``: what ``wrangler dev`` runs, its workflows persisted to disk).
+Both declare the same queue (``max_batch_size`` 100, ``max_batch_timeout`` 1 s, ``max_retries``
+3) and the same two workflows; one client drives both. Every variant runs on a fresh server and
+fresh state, the variants interleaved run by run. Progress is read from counters the Worker keeps
+in module globals (``GET /counts``, ``GET /wf/woke``), which touch neither the queue nor an
+instance.
+
+=============  ===================================================================================
+row            what is measured
+=============  ===================================================================================
+queue          ``--messages`` messages sent as ``sendBatch`` of 100 (``POST /q/send?n=100``, 4
+               producers in flight) to a consumer that counts each batch and calls ``ackAll()``;
+               messages/s = messages / (first send → the consumer has acked them all); the
+               producers' own rate is recorded beside it
+workflow       ``--instances`` instances of a workflow of ``--steps`` trivial ``step.do`` plus a
+               last step that counts the instance (``POST /wf/create``, 16 creations in flight);
+               steps/s = instances × (steps + 1) / (first create → the last instance counted)
+wake           an instance runs a step, then ``step.sleep`` of 1.5 s; once it sleeps the server is
+               SIGKILLed and stays down until the sleep is over; then it is started and nothing
+               is sent to the instance: the row is the time from the start command to the
+               instance's next step (its ``Date.now()``, the server's clock), 15 s at most
+=============  ===================================================================================
+
+Each throughput row has an unmeasured warm-up (500 messages; 4 instances of 5 steps) first.
+Miniflare 4 does not wake a sleeping workflow after a SIGKILL and a restart (observed while
+building this row: the instance stays ``running`` and its next step never runs), so its wake
+cell says so rather than giving a time.
+
+It writes ``durable-<variant>-<run>.json`` to the results folder and ``durable.md``, the section
+``bench/summarize.py`` appends to BENCHMARKS.md.
+
+    bench/.venv/bin/python bench/durableload.py --results bench/results --work /tmp/w
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib import HttpClient, HttpError, Server, free_port, log, tree_cpu_s
+
+REPO = Path(__file__).resolve().parent.parent
+VARIANTS = ("doemu", "doemu_process", "miniflare")
+LABELS = {
+    "doemu": "doemu (power)",
+    "doemu_process": "doemu (process)",
+    "miniflare": "Miniflare",
+}
+BATCH = 100  # messages per sendBatch, and the consumer's max_batch_size on both servers
+PRODUCERS = 4
+CREATORS = 16
+SLEEP_MS = 1500
+WAKE_DEADLINE_S = 15.0
+POLL_S = 0.005
+
+
+def command(variant: str, port: int, state: Path) -> str:
+    if variant == "miniflare":
+        return f"node {REPO}/bench/peer-bindings/durable-serve.mjs {port} {state}"
+    durability = "power" if variant == "doemu" else "process"
+    return (
+        f"{REPO}/.venv/bin/doemu dev --config {REPO}/bench/app/durable/wrangler.toml "
+        f"--port {port} --persist-to {state} --durability {durability} --log-level warning"
+    )
+
+
+async def ping(port: int) -> bool:
+    client = HttpClient(port, timeout=2)
+    try:
+        status, _ = await client.request("GET", "/obj/__bench_ready__/ping")
+        return status == 200
+    except (OSError, TimeoutError, HttpError):
+        return False
+    finally:
+        client.close()
+
+
+async def wait_ready(port: int, deadline_s: float = 60.0) -> float:
+    """Seconds until the readiness probe answered."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < deadline_s:
+        if await ping(port):
+            return time.perf_counter() - t0
+        await asyncio.sleep(POLL_S)
+    raise RuntimeError(f"no server answered on port {port} within {deadline_s} s")
+
+
+async def get_json(client: HttpClient, path: str) -> Any:
+    status, body = await client.request("GET", path)
+    if status != 200:
+        raise RuntimeError(f"GET {path}: {status} {body[:200]!r}")
+    return json.loads(body)
+
+
+async def wait_count(
+    client: HttpClient, key: str, target: int, deadline_s: float
+) -> tuple[float | None, int]:
+    """Poll ``/counts`` until ``key`` reaches ``target``: (perf_counter then, last value)."""
+    deadline = time.perf_counter() + deadline_s
+    value = 0
+    while time.perf_counter() < deadline:
+        value = (await get_json(client, "/counts"))[key]
+        if value >= target:
+            return time.perf_counter(), value
+        await asyncio.sleep(POLL_S)
+    return None, value
+
+
+async def in_flight(paths: list[str], port: int, concurrency: int) -> tuple[float, int]:
+    """POST every path, ``concurrency`` at a time: (perf_counter when the last answered, errors)."""
+    queue = list(reversed(paths))
+    errors = 0
+
+    async def worker() -> None:
+        nonlocal errors
+        client = HttpClient(port, timeout=60)
+        try:
+            while queue:
+                path = queue.pop()
+                try:
+                    status, _ = await client.request("POST", path)
+                except (TimeoutError, OSError, HttpError):
+                    errors += 1
+                    continue
+                if status != 200:
+                    errors += 1
+        finally:
+            client.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter(), errors
+
+
+async def queue_row(port: int, pid: int, messages: int, *, measured: bool) -> dict[str, Any]:
+    client = HttpClient(port, timeout=30)
+    try:
+        base = (await get_json(client, "/counts"))["acked"]
+        sends = [f"/q/send?n={BATCH}"] * (messages // BATCH)
+        total = len(sends) * BATCH
+        cpu0 = tree_cpu_s(pid)
+        t0 = time.perf_counter()
+        sending = asyncio.ensure_future(in_flight(sends, port, PRODUCERS))
+        done_at, acked = await wait_count(client, "acked", base + total, 60 + total / 100)
+        sent_at, errors = await sending
+        cpu = tree_cpu_s(pid) - cpu0
+    finally:
+        client.close()
+    if done_at is None:
+        raise RuntimeError(f"queue: {acked - base} of {total} messages acked within the deadline")
+    elapsed = done_at - t0
+    result = {
+        "messages": total,
+        "messages_per_s": round(total / elapsed, 1),
+        "send_messages_per_s": round(total / (sent_at - t0), 1),
+        "seconds": round(elapsed, 3),
+        "send_errors": errors,
+        "server_cpu_pct": round(100 * cpu / elapsed, 1),
+    }
+    if measured:
+        log(f"  queue: {result['messages_per_s']} messages/s ({total} in {elapsed:.2f} s)")
+    return result
+
+
+async def workflow_row(
+    port: int, pid: int, prefix: str, instances: int, steps: int, *, measured: bool
+) -> dict[str, Any]:
+    client = HttpClient(port, timeout=30)
+    try:
+        base = (await get_json(client, "/counts"))["completed"]
+        creates = [f"/wf/create?id={prefix}-{i}&steps={steps}" for i in range(instances)]
+        cpu0 = tree_cpu_s(pid)
+        t0 = time.perf_counter()
+        creating = asyncio.ensure_future(in_flight(creates, port, CREATORS))
+        deadline = 60 + instances * steps / 50
+        done_at, completed = await wait_count(client, "completed", base + instances, deadline)
+        created_at, errors = await creating
+        cpu = tree_cpu_s(pid) - cpu0
+        if done_at is None:
+            raise RuntimeError(
+                f"workflow: {completed - base} of {instances} instances complete within "
+                f"{deadline:.0f} s"
+            )
+        # Correctness, outside the timed window: every instance complete with the sum of 0..n-1.
+        wrong = []
+        for i in range(instances):
+            status = await get_json(client, f"/wf/status?id={prefix}-{i}")
+            if status["status"] != "complete" or status["output"] != steps * (steps - 1) // 2:
+                wrong.append(status)
+    finally:
+        client.close()
+    elapsed = done_at - t0
+    total_steps = instances * (steps + 1)
+    result = {
+        "instances": instances,
+        "steps_per_instance": steps + 1,
+        "steps_per_s": round(total_steps / elapsed, 1),
+        "instances_per_s": round(instances / elapsed, 2),
+        "create_s": round(created_at - t0, 3),
+        "seconds": round(elapsed, 3),
+        "create_errors": errors,
+        "wrong_outputs": len(wrong),
+        "server_cpu_pct": round(100 * cpu / elapsed, 1),
+    }
+    if measured:
+        log(f"  workflow: {result['steps_per_s']} steps/s ({total_steps} in {elapsed:.2f} s)")
+    return result
+
+
+async def wake_row(server: Server, port: int) -> dict[str, Any]:
+    """Sleep, SIGKILL, stay down past the sleep, start: start command → the next step."""
+    client = HttpClient(port, timeout=30)
+    try:
+        status, body = await client.request("POST", f"/wf/sleeper?id=nap&ms={SLEEP_MS}")
+        assert status == 200, body
+        created = time.time()
+        # Until the first step is done and the sleep has begun: "waiting" on doemu (Cloudflare's
+        # word), "running" on Miniflare, which does not distinguish a sleep.
+        deadline = time.perf_counter() + 30
+        while time.perf_counter() < deadline:
+            state = await get_json(client, "/wf/status?id=nap&kind=sleeper")
+            if state["status"] in ("waiting", "running"):
+                break
+            await asyncio.sleep(POLL_S)
+        await asyncio.sleep(0.3)  # inside the sleep; its first step is durable by now
+    finally:
+        client.close()
+    server.kill9()
+    await asyncio.sleep(max(0.0, created + SLEEP_MS / 1000 + 0.5 - time.time()))
+    started_wall = time.time()
+    server.start()
+    ready_s = await wait_ready(port)
+    woke = None
+    probe = HttpClient(port, timeout=5)
+    try:
+        deadline = time.perf_counter() + WAKE_DEADLINE_S
+        while time.perf_counter() < deadline:
+            woke = await get_json(probe, "/wf/woke?id=nap")
+            if woke is not None:
+                break
+            await asyncio.sleep(POLL_S)
+        final = await get_json(probe, "/wf/status?id=nap&kind=sleeper")
+    finally:
+        probe.close()
+    wake_ms = None if woke is None else round(woke - started_wall * 1000, 1)
+    log(f"  wake after restart: {wake_ms} ms (ready after {ready_s * 1000:.0f} ms)")
+    return {
+        "start_to_wake_ms": wake_ms,
+        "start_to_ready_ms": round(ready_s * 1000, 1),
+        "woke": woke is not None,
+        "status_after": final["status"],
+        "deadline_s": WAKE_DEADLINE_S,
+    }
+
+
+async def run_variant(
+    variant: str, run: int, work: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    port = free_port()
+    state = work / f"durable-{variant}-{run}"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(parents=True)
+    server = Server(
+        command(variant, port, state), port, log_path=work / f"durable-{variant}-{run}.log"
+    )
+    server.start()
+    try:
+        await wait_ready(port)
+        log(f"{variant} run {run}")
+        rows: dict[str, Any] = {}
+        await queue_row(port, server.pid, 5 * BATCH, measured=False)
+        rows["queue"] = await queue_row(port, server.pid, args.messages, measured=True)
+        await workflow_row(port, server.pid, "warm", 4, 5, measured=False)
+        rows["workflow"] = await workflow_row(
+            port, server.pid, "wf", args.instances, args.steps, measured=True
+        )
+        rows["wake"] = await wake_row(server, port)
+        return {"variant": variant, "run": run, "cmd": server.cmd, "rows": rows}
+    finally:
+        if server.alive():
+            server.stop()
+
+
+def summarize(results: Path) -> str:
+    """The BENCHMARKS.md section from every ``durable-*.json`` in ``results``."""
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    for path in sorted(results.glob("durable-*.json")):
+        data = json.loads(path.read_text())
+        runs[data["variant"]].append(data)
+    if not any(runs.values()):
+        return ""
+
+    def values(variant: str, row: str, key: str) -> list[Any]:
+        return [r["rows"][row].get(key) for r in runs[variant] if row in r["rows"]]
+
+    def med(variant: str, row: str, key: str) -> float | None:
+        found = [v for v in values(variant, row, key) if v is not None]
+        return statistics.median(found) if found else None
+
+    def sample(row: str, key: str) -> Any:
+        for variant in VARIANTS:
+            found = values(variant, row, key)
+            if found:
+                return found[0]
+        return "?"
+
+    out = [
+        "## Durable work: Queues and Workflows beside Miniflare (phase l)\n",
+        "`bench/durableload.py`: the same queue and workflows on `doemu dev` (`bench/app/durable`)"
+        " and on Miniflare (`bench/peer-bindings/durable-worker.mjs`, what `wrangler dev` runs, "
+        "workflows persisted to disk), one client, the same batch settings (`max_batch_size` 100,"
+        f" `max_batch_timeout` 1 s); {max(len(r) for r in runs.values())} runs each, a fresh "
+        "server and state per run; medians. Ratios are doemu / Miniflare.\n",
+        "| row | doemu (power) | doemu (process) | Miniflare | power / Miniflare | "
+        "process / Miniflare |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    throughput = [
+        (
+            "queue",
+            "messages_per_s",
+            f"queue, messages/s: {sample('queue', 'messages')} messages as `sendBatch` of "
+            f"{BATCH} ({PRODUCERS} producers), consumer `ackAll()`",
+        ),
+        (
+            "workflow",
+            "steps_per_s",
+            f"workflow, steps/s: {sample('workflow', 'instances')} instances of "
+            f"{sample('workflow', 'steps_per_instance')} trivial `step.do`, created "
+            f"{CREATORS} at a time",
+        ),
+    ]
+    for row, key, label in throughput:
+        cells = []
+        for variant in VARIANTS:
+            value = med(variant, row, key)
+            cells.append("—" if value is None else f"{value:,.0f}")
+        ratios = []
+        for variant in ("doemu", "doemu_process"):
+            ours, theirs = med(variant, row, key), med("miniflare", row, key)
+            ratios.append("—" if not ours or not theirs else f"{ours / theirs:.2f}×")
+        out.append(f"| {label} | {' | '.join(cells)} | {' | '.join(ratios)} |")
+    wake_cells = []
+    for variant in VARIANTS:
+        woke = values(variant, "wake", "woke")
+        value = med(variant, "wake", "start_to_wake_ms")
+        if not woke:
+            wake_cells.append("—")
+        elif not any(woke):
+            wake_cells.append(f"never (not within {WAKE_DEADLINE_S:.0f} s, {len(woke)} runs)")
+        else:
+            missed = woke.count(False)
+            wake_cells.append(f"{value:,.0f}" + (f" ({missed} runs never)" if missed else ""))
+    out.append(
+        f"| restart → a sleeping workflow's next step, ms: a {SLEEP_MS / 1000:g} s `step.sleep`"
+        " over a SIGKILL, started after its deadline, no request to the instance | "
+        + " | ".join(wake_cells)
+        + " | — | — |"
+    )
+    out.append("")
+    ready = ", ".join(
+        f"{LABELS[v]} {med(v, 'wake', 'start_to_ready_ms'):,.0f} ms"
+        for v in VARIANTS
+        if med(v, "wake", "start_to_ready_ms") is not None
+    )
+    errors = {
+        v: sum(
+            (r["rows"].get("queue", {}).get("send_errors") or 0)
+            + (r["rows"].get("workflow", {}).get("create_errors") or 0)
+            + (r["rows"].get("workflow", {}).get("wrong_outputs") or 0)
+            for r in runs[v]
+        )
+        for v in VARIANTS
+    }
+    send = ", ".join(
+        f"{LABELS[v]} {med(v, 'queue', 'send_messages_per_s'):,.0f}"
+        for v in VARIANTS
+        if med(v, "queue", "send_messages_per_s") is not None
+    )
+    out.append(
+        f"The producers alone (messages/s acknowledged by `sendBatch`): {send}. Start command → "
+        f"ready in the wake row: {ready}; the wake time includes it. Miniflare keeps a "
+        "sleeping instance `running` across a restart and never runs its next step; doemu's "
+        "sleep is an alarm of the instance's object, restored at start-up. Errors (failed sends "
+        "or creations, instances not complete with the right output) over every run: "
+        + ", ".join(f"{LABELS[v]} {errors[v]}" for v in VARIANTS)
+        + ".\n"
+    )
+    return "\n".join(out) + "\n"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--instances", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--summarize-only", action="store_true")
+    args = parser.parse_args()
+    args.results.mkdir(parents=True, exist_ok=True)
+    chosen = tuple(v for v in VARIANTS if v in args.variants.split(","))
+    if not args.summarize_only:
+        if "miniflare" in chosen and shutil.which("node") is None:
+            sys.exit("durableload: node is required for the Miniflare peer")
+        for run in range(1, args.runs + 1):
+            shift = run % len(chosen)
+            for variant in chosen[shift:] + chosen[:shift]:  # rotate who goes first
+                result = await run_variant(variant, run, args.work, args)
+                path = args.results / f"durable-{variant}-{run}.json"
+                path.write_text(json.dumps(result, indent=1))
+    (args.results / "durable.md").write_text(summarize(args.results))
+    log(f"wrote {args.results / 'durable.md'}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

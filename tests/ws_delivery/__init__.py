@@ -1,0 +1,1 @@
+"""WebSocket delivery through a real server, one behaviour a module; the app is app.py."""
