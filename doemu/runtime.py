@@ -32,6 +32,7 @@ from .compat import set_clock, set_env, set_output_gate, set_wait_until
 from .compat.boundary import accept_promise, set_strict
 from .compat.outbound import close_clients
 from .config import Durability
+from .config.ai import AiSettings
 from .config.bindings import WorkerResources
 from .errors import DoemuError
 from .events import EventBus
@@ -156,6 +157,7 @@ class Runtime:
         resources: WorkerResources | None = None,
         entrypoints: Mapping[str, type] | None = None,
         lenient: bool = False,
+        ai: AiSettings | None = None,
     ) -> None:
         self.worker_name = worker_name
         #: Whether the JavaScript boundary's rules are relaxed (``--lenient``; see
@@ -214,6 +216,8 @@ class Runtime:
             host=self,
             entrypoints=entrypoints,
             worker_name=worker_name,
+            ai=ai,
+            vars=vars,
         )
         self._env = Env({**(vars or {}), **self._stubs, **self.extra.env_values()})
         self.started = False

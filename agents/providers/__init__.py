@@ -2,7 +2,8 @@
 
 ``on_chat_message`` returns :func:`model_reply` with a provider and tools; see
 :mod:`agents.providers.loop` for what happens when the turn is cut, and each adapter's module
-for its recovery strategy (``retrieve``, ``prefill``, ``retry``). To call a model yourself,
+for its recovery strategy (``retrieve``, ``prefill``, ``retry``; :class:`WorkersAI` reads the
+``env.AI`` binding and recovers as chat completions do). To call a model yourself,
 :func:`items_from_messages` turns the chat's UI messages into provider-neutral items (the AI
 SDK's ``convertToModelMessages``), and :func:`chat_messages`, :func:`responses_input` and
 :func:`anthropic_messages` turn those into each API's wire format.
@@ -33,6 +34,7 @@ from .openai_responses import OpenAIResponses, responses_input
 from .output import OutputSchema, OutputSchemaError, output_schema
 from .tools import Tool, ToolContext
 from .transcript import File, Item, Text, ToolCall, ToolResult, items_from_messages
+from .workers_ai import WorkersAI
 
 __all__ = [
     "CONTINUE_INSTRUCTION",
@@ -62,6 +64,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Usage",
+    "WorkersAI",
     "anthropic_messages",
     "chat_messages",
     "items_from_messages",

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
+from ..config.ai import AiSettings
 from ..config.bindings import WorkerResources
 from ..persist import d1_file, kv_file, queue_file, r2_dir
 from ..storage.durability import SyncPool
+from .ai import Ai, api_key_from
 from .assets import AssetsBinding, AssetServer
 from .d1 import D1Database, D1Engine
 from .entry import EntryHost, ExecutionContext, find_entrypoints
@@ -32,6 +34,7 @@ from .services import Fetcher, ServiceNotFound, resolve_service
 from .workflows import Workflow, WorkflowHost, WorkflowService
 
 __all__ = [
+    "Ai",
     "AssetServer",
     "AssetsBinding",
     "BindingError",
@@ -69,6 +72,8 @@ class WorkerBindings:
         host: WorkflowHost | None = None,
         entrypoints: Mapping[str, type] | None = None,
         worker_name: str = "worker",
+        ai: AiSettings | None = None,
+        vars: Mapping[str, Any] | None = None,
     ) -> None:
         self.resources = resources
         #: The Worker's ``WorkerEntrypoint`` classes by name (``Default`` is the entry Worker).
@@ -137,6 +142,11 @@ class WorkerBindings:
                     clock,
                     self.entrypoints.get("Default"),
                 )
+        #: ``[ai]``: served by the endpoint of ``[tool.doemu.ai]`` (``ai``), its key from the
+        #: Worker's variables (``.dev.vars``); without an endpoint every call says how to set one.
+        self.ai: Ai | None = None
+        if resources.ai is not None:
+            self.ai = Ai(resources.ai.binding, ai, api_key_from(dict(vars or {})))
         self._closed = False
 
     def queue_store(self, queue: str) -> QueueStore:
@@ -239,6 +249,28 @@ class WorkerBindings:
             }
             for p in self.resources.producers
         ]
+        if self.ai is not None:
+            settings = self.ai.settings
+            out.append(
+                {
+                    "binding": self.resources.ai.binding if self.resources.ai else "AI",
+                    "type": "ai",
+                    "resource": settings.base_url if settings else "(not configured)",
+                    "configured": settings is not None,
+                    # What the banner shows after the endpoint.
+                    "target": (
+                        f"{len(settings.models)} model(s) mapped, default "
+                        f"{settings.default_model or 'none'}"
+                        if settings
+                        else "run() fails until [tool.doemu.ai] base_url is set in pyproject.toml"
+                    ),
+                    "models": dict(settings.models) if settings else {},
+                    "default_model": settings.default_model if settings else None,
+                    "default_embedding_model": (
+                        settings.default_embedding_model if settings else None
+                    ),
+                }
+            )
         return out
 
     def env_values(self) -> dict[str, Any]:
@@ -246,6 +278,8 @@ class WorkerBindings:
         values: dict[str, Any] = {**self.kv, **self.d1, **self.r2, **self.services}
         values.update({b: Workflow(b, service) for b, service in self.workflows.items()})
         values.update(self.queues)
+        if self.ai is not None and self.resources.ai is not None:
+            values[self.resources.ai.binding] = self.ai
         if self.assets is not None and self.assets.config.binding:
             values[self.assets.config.binding] = AssetsBinding(self.assets)
         return values

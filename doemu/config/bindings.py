@@ -57,7 +57,7 @@ NOT_FOUND_HANDLING: tuple[NotFoundHandling, ...] = ("none", "404-page", "single-
 EMULATED_KEYS = frozenset(
     {
         "kv_namespaces", "d1_databases", "triggers", "r2_buckets", "services", "assets",
-        "workflows", "queues",
+        "workflows", "queues", "ai",
     }
 )  # fmt: skip
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from .ai import AiSettings, parse_ai_settings
 from .checker import show
 from .model import SettingsError, display_path
 
@@ -31,6 +32,7 @@ __all__ = [
     "Limits",
     "Loop",
     "parse_idle_timeout",
+    "read_ai_settings",
     "resolve_settings",
 ]
 
@@ -70,6 +72,8 @@ class DoemuSettings:
     #: Relax the JavaScript boundary's rules (see :mod:`doemu.compat.boundary`): accept what
     #: Cloudflare's Python runtime refuses. Off by default, so a mistake shows locally.
     lenient: bool = False
+    #: ``[tool.doemu.ai]``: the endpoint that serves ``env.AI`` (see :mod:`doemu.config.ai`).
+    ai: AiSettings | None = None
 
 
 _SETTING_NAMES = (
@@ -225,6 +229,17 @@ def _read_tool_doemu(pyproject: Path) -> dict[str, Any]:
     return section
 
 
+def read_ai_settings(pyproject: Path | None) -> AiSettings | None:
+    """``[tool.doemu.ai]`` of ``pyproject`` alone (what the in-process harness reads from a
+    project; ``doemu dev`` gets it with the other settings from :func:`resolve_settings`)."""
+    if pyproject is None or not pyproject.is_file():
+        return None
+    section = _read_tool_doemu(pyproject)
+    if "ai" not in section:
+        return None
+    return parse_ai_settings(section["ai"], display_path(pyproject))
+
+
 def resolve_settings(
     cli: Mapping[str, Any],
     env: Mapping[str, str],
@@ -248,10 +263,13 @@ def resolve_settings(
         where = display_path(pyproject)
         for key, value in _read_tool_doemu(pyproject).items():
             name = key.replace("-", "_")
+            if name == "ai":  # a table of its own, only in pyproject.toml
+                values["ai"] = parse_ai_settings(value, where)
+                continue
             if name not in _SETTING_NAMES:
                 raise SettingsError(
                     f"{where}: [tool.doemu] has unknown key {key!r}; expected one of "
-                    + ", ".join(_SETTING_NAMES),
+                    + ", ".join((*_SETTING_NAMES, "ai")),
                     source=where,
                 )
             label = f"{where} [tool.doemu] {key}"

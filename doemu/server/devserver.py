@@ -351,6 +351,7 @@ async def serve(
                 resources=worker.resources,
                 entrypoints=find_entrypoints(loaded.module),
                 lenient=settings.lenient,
+                ai=settings.ai,
             )
         except (DoemuError, OSError) as exc:
             _fail(f"cannot start the runtime: {exc}")

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..clock import ManualClock
 from ..config import Durability
+from ..config.ai import AiSettings
 from ..config.bindings import (
     D1DatabaseBinding,
     KvNamespaceBinding,
@@ -56,6 +57,8 @@ class WorkerHarness:
     ``r2_buckets=["FILES"]``, ``services={"AUTH": "Auth"}`` and ``crons=["*/5 * * * *"]``;
     ``entry`` is the ``Default`` entrypoint (crons run its ``scheduled``) and ``entrypoints`` the
     named ones services call. :meth:`run_scheduled` and :meth:`apply_d1_migrations` act on them.
+    ``ai`` (:class:`~doemu.config.ai.AiSettings`) is the endpoint that serves an ``[ai]``
+    binding (``resources.ai``), its key ``DOEMU_AI_API_KEY`` in ``vars``.
     """
 
     def __init__(
@@ -83,6 +86,7 @@ class WorkerHarness:
         entry: type | None = None,
         entrypoints: Mapping[str, type] | None = None,
         lenient: bool = False,
+        ai: AiSettings | None = None,
     ) -> None:
         self.persist_dir = Path(persist_dir)
         #: Relax the JavaScript boundary's rules (``doemu dev --lenient``); strict by default.
@@ -95,6 +99,9 @@ class WorkerHarness:
             for b, c in classes.items()
         }
         self._vars = dict(vars or {})
+        #: ``[tool.doemu.ai]``: the endpoint that serves ``env.AI`` (``from_config`` reads the
+        #: project's pyproject.toml; otherwise ``ai=AiSettings(base_url=…)``).
+        self.ai = ai
         self._idle_timeout = idle_timeout
         self._max_live = max_live_objects
         self._limits = limits
@@ -137,7 +144,8 @@ class WorkerHarness:
         """A harness for a whole project: its wrangler config, main module, bindings and vars."""
         from ..bindings import find_entrypoints
         from ..compat.boundary import set_strict
-        from ..config import load_config
+        from ..config import find_pyproject, load_config
+        from ..config.settings import read_ai_settings
         from ..loader import load_worker
 
         worker = load_config(config)
@@ -146,6 +154,7 @@ class WorkerHarness:
         kwargs.setdefault("vars", worker.vars)
         kwargs.setdefault("resources", worker.resources)
         kwargs.setdefault("entrypoints", find_entrypoints(loaded.module))
+        kwargs.setdefault("ai", read_ai_settings(find_pyproject(worker)))
         harness = cls(
             {
                 b.name: ClassSpec(
@@ -176,6 +185,7 @@ class WorkerHarness:
             "resources": self.resources,
             "entrypoints": self.entrypoints,
             "lenient": self.lenient,
+            "ai": self.ai,
         }
         if self.chaos is None:
             return Runtime(**options)  # chaos off: exactly the runtime doemu dev runs

@@ -21,6 +21,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from .anthropic import messages_route
+from .embeddings import EmbeddingsApi
 from .gate import apoll, poll
 from .openai_chat import chat_route
 from .openai_responses import ResponsesApi
@@ -48,10 +49,13 @@ class FakeLLM(Served):
         self.api_key = api_key
         self._ledger = Ledger(api_key, responder=responder)
         self._responses = ResponsesApi(self._ledger)
+        #: ``POST /v1/embeddings`` (see :mod:`.embeddings`): deterministic vectors, its requests.
+        self.embeddings = EmbeddingsApi(self._ledger)
         routes = [
             *self._responses.routes(),
             chat_route(self._ledger),
             messages_route(self._ledger),
+            self.embeddings.route(),
         ]
         self._app = Starlette(routes=routes)
         self._server = LoopbackServer(self._app, name="fake-llm", on_stop=self._responses.forget)
