@@ -477,7 +477,7 @@ def main() -> None:
     ap.add_argument("--turn-limit", type=float, default=60.0, help="seconds a turn may take")
     ap.add_argument("--many", type=int, default=100, help="chats at once (0: skip the row)")
     ap.add_argument("--many-deltas", type=int, default=100, help="provider deltas per chat")
-    ap.add_argument("--many-turns", type=int, default=2, help="measured many-chats rounds")
+    ap.add_argument("--many-turns", type=int, default=1, help="measured many-chats rounds")
     ap.add_argument("--frames-log", help="write the first measured turn's and replay's frames")
     ap.add_argument(
         "--light",
