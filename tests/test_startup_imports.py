@@ -5,7 +5,8 @@ most of that time is imports. These tests read ``sys.modules`` of a real ``doemu
 its Worker, after start-up and one request, and check that what only some Workers or some
 commands need was left for them: a binding kind's modules wait for a Worker that configures one
 (and are there when it does), the inspection commands' modules for those commands, the HTML
-error page's entity table and the config checker's "did you mean" matcher for their first use.
+error page's entity table, the config checker's "did you mean" matcher and the traceback
+filter's ``sysconfig`` for their first use.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ DEFERRED = (
     "doemu.cli.inspect",
     "doemu.inspection",
     "difflib",
+    "sysconfig",
     "html",
     "websockets",
     "httpx",
