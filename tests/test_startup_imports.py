@@ -68,6 +68,7 @@ DEFERRED = (
     "doemu.bindings.workflows",
     "doemu.bindings.assets",
     "doemu.bindings.services",
+    "doemu.config.workbindings",
     "doemu.cli.control",
     "doemu.cli.d1",
     "doemu.cli.inspect",
