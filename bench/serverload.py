@@ -537,7 +537,7 @@ def main() -> None:
     ap.add_argument(
         "--sessions", type=int, default=20, help="concurrent sessions (0: skip the row)"
     )
-    ap.add_argument("--session-deltas", type=int, default=500, help="deltas per session's run")
+    ap.add_argument("--session-deltas", type=int, default=250, help="deltas per session's run")
     ap.add_argument("--replay-chunks", type=int, default=10_000, help="stream chunks to replay")
     ap.add_argument("--replays", type=int, default=5, help="measured replays (SSE and /history)")
     ap.add_argument("--history-limit", type=int, default=1000, help="/history page size")
