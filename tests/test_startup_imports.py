@@ -61,6 +61,7 @@ id = "cache"
 
 #: Modules a Worker with only Durable Objects must not have imported by its first answer.
 DEFERRED = (
+    "doemu.bindings.ai",
     "doemu.bindings.kv",
     "doemu.bindings.d1",
     "doemu.bindings.r2",
