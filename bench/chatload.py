@@ -29,6 +29,16 @@ chunk stored in the resumable stream, flushed every 10, the reply persisted at t
   row), → ``replayComplete``, and ACK sent → last replayed chunk. Then the provider is released
   and the turn must end normally.
 
+* many chats (``chat_many``): ``--many`` chats (100), each a new agent with its own WebSocket
+  client, all connected first (not timed); then every client sends its chat's first request at
+  once, each asking for ``--many-deltas`` deltas, and records when each chunk frame arrives.
+  Chunks/s = chunks delivered to all clients / time from the first request sent to the last
+  client's ``done``; chunk latency = how long a client waited for each chunk after its first
+  (from the previous one), over every chunk of every client: p50 and p99; and the wait for the
+  first chunk (from the client's request) apart: p50 and p99. One unmeasured round, then
+  ``--many-turns`` measured, each on ``--many`` new chats; the run's values are the median
+  round's. ``--many 0`` skips it.
+
 ``--frames-log`` writes the frames of the first measured turn (sender and one other client) and
 of the first measured reconnect, for comparing what the two servers send.
 """
@@ -37,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -124,6 +135,21 @@ class ChatClient:
                     chunks += 1
             elif kind == "cf_agent_chat_messages":
                 self.transcript = f.get("messages")
+
+    async def timed_until_done(self, request_id: str) -> tuple[list[float], float]:
+        """Arrival times of the chunks of ``request_id`` until its ``done`` frame, and when that
+        came (the many-chats row: each client is its chat's only connection)."""
+        times: list[float] = []
+        clock = time.perf_counter
+        while True:
+            f = await self.frame()
+            if f.get("type") == RESPONSE and f.get("id") == request_id:
+                if f.get("error"):
+                    raise HttpError(f"the turn failed: {f.get('body')!r}")
+                if f.get("done"):
+                    return times, clock()
+                if f.get("body"):
+                    times.append(clock())
 
     async def close(self) -> None:
         await self.ws.close(1000)
@@ -225,6 +251,90 @@ class ChatRun:
             "chunks_per_client": sorted({n for t in turns for n in t["chunks_per_client"]}),
             "server_cpu_s_per_turn": _median([t["server_cpu_s"] for t in turns]),
         }
+
+    # -------------------------------------------------------------------- many chats
+    async def _many_round(self, chats: int, deltas: int) -> dict[str, Any]:
+        """One round: ``chats`` new chats, one client each, all asking at once."""
+        tag = uuid.uuid4().hex[:8]
+        gate = asyncio.Semaphore(20)  # the connects (not timed) in waves, not one burst
+
+        async def connect(k: int) -> ChatClient:
+            async with gate:
+                return await ChatClient.connect(self.port, f"many-{tag}-{k}")
+
+        clients = await asyncio.gather(*(connect(k) for k in range(chats)))
+        try:
+            ids = [uuid.uuid4().hex[:8] for _ in clients]
+            frames = [_request_frame(rid, [_user_message(f"turn chunks:{deltas}")]) for rid in ids]
+            waits = [
+                asyncio.ensure_future(c.timed_until_done(rid))
+                for c, rid in zip(clients, ids, strict=True)
+            ]
+            cpu0, client_cpu0 = tree_cpu_s(self.server.pid), time.process_time()
+            sent = []
+            for c, frame in zip(clients, frames, strict=True):
+                sent.append(time.perf_counter())
+                c.ws.send_text(frame)
+            done = await asyncio.wait_for(asyncio.gather(*waits), self.args.turn_limit)
+            last = max(t for _, t in done)
+            cpu = tree_cpu_s(self.server.pid) - cpu0
+            client_cpu = time.process_time() - client_cpu0
+        finally:
+            await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+        waited: list[float] = []
+        first: list[float] = []
+        for t_sent, (times, _) in zip(sent, done, strict=True):
+            if times:
+                first.append(times[0] - t_sent)
+                waited += [b - a for a, b in itertools.pairwise(times)]
+        chunks = sum(len(times) for times, _ in done)
+        return {
+            "elapsed_s": last - sent[0],
+            "chunks": chunks,
+            "chunks_per_s": chunks / (last - sent[0]),
+            "chunks_per_client": sorted({len(times) for times, _ in done}),
+            "wait": latency_ms(waited),
+            "first": latency_ms(first),
+            "server_cpu_s": round(cpu, 3),
+            "client_cpu_s": round(client_cpu, 3),
+        }
+
+    async def many(self) -> dict[str, Any]:
+        """The many-chats row (see the module docstring)."""
+        a = self.args
+        rounds = []
+        for i in range(a.many_turns + 1):  # the first round is not measured
+            r = await self._many_round(a.many, a.many_deltas)
+            log(
+                f"many chats round {i}{' (unmeasured)' if i == 0 else ''}: {a.many} chats, "
+                f"{r['chunks_per_s']:.0f} chunks/s in total, chunk wait p99 "
+                f"{r['wait'].get('p99_ms')} ms, first chunk p99 {r['first'].get('p99_ms')} ms, "
+                f"{r['chunks']} chunks"
+            )
+            if i > 0:
+                rounds.append(r)
+        rounds.sort(key=lambda r: r["chunks_per_s"])
+        mid = rounds[len(rounds) // 2]  # the median round (the upper one of an even count)
+
+        def med(key: str, sub: str) -> float | None:
+            return _median([r[key][sub] for r in rounds if r[key].get(sub) is not None])
+
+        return {
+            "chats": a.many,
+            "deltas_per_chat": a.many_deltas,
+            "rounds": len(rounds),
+            "chunks_per_s": round(mid["chunks_per_s"], 1),
+            "chunks_per_s_runs": [round(r["chunks_per_s"], 1) for r in rounds],
+            "round_ms": latency_ms([r["elapsed_s"] for r in rounds]),
+            "chunk_wait_ms": {"p50_ms": med("wait", "p50_ms"), "p99_ms": med("wait", "p99_ms"),
+                              "max_ms": max(r["wait"].get("max_ms") or 0 for r in rounds)},
+            "first_chunk_ms": {"p50_ms": med("first", "p50_ms"),
+                               "p99_ms": med("first", "p99_ms")},
+            "chunks_per_round": sorted({r["chunks"] for r in rounds}),
+            "chunks_per_client": sorted({n for r in rounds for n in r["chunks_per_client"]}),
+            "server_cpu_s_per_round": _median([r["server_cpu_s"] for r in rounds]),
+            "client_cpu_s_per_round": _median([r["client_cpu_s"] for r in rounds]),
+        }  # fmt: skip
 
     # -------------------------------------------------------------------- replay
     async def _reconnect(self, chat: str, keep: list[str] | None) -> dict[str, Any]:
@@ -336,6 +446,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         if args.light:
             log(f"[{args.label}] chat fan-out, the lighter path")
             out["chat_fanout_light"] = await run.fanout({"path": "light"})
+        if args.many:
+            log(f"[{args.label}] many chats at once")
+            out["chat_many"] = await run.many()
         log(f"[{args.label}] chat replay")
         out["chat_replay"] = await run.replay()
     finally:
@@ -362,6 +475,9 @@ def main() -> None:
     ap.add_argument("--replay-chunks", type=int, default=1000, help="stream chunks to replay")
     ap.add_argument("--reconnects", type=int, default=10, help="measured reconnects")
     ap.add_argument("--turn-limit", type=float, default=60.0, help="seconds a turn may take")
+    ap.add_argument("--many", type=int, default=100, help="chats at once (0: skip the row)")
+    ap.add_argument("--many-deltas", type=int, default=100, help="provider deltas per chat")
+    ap.add_argument("--many-turns", type=int, default=1, help="measured many-chats rounds")
     ap.add_argument("--frames-log", help="write the first measured turn's and replay's frames")
     ap.add_argument(
         "--light",

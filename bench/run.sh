@@ -62,7 +62,7 @@ if [ ! -x .venv/bin/doemu ]; then
 fi
 # doemu's .pyc files: with PYTHONDONTWRITEBYTECODE set nothing else writes them, and every restart
 # (phase g) would compile ~100 modules again (60-80 ms). Quick when they are already current.
-.venv/bin/python -m compileall -q doemu agents
+.venv/bin/python -m compileall -q doemu agents bench/app
 if [ ! -x bench/.venv/bin/py-spy ] || ! "$BPY" -c 'import aiohttp, uvloop' 2>/dev/null; then
   python3 -m venv bench/.venv
   bench/.venv/bin/python -m pip install --quiet -r bench/requirements.txt

@@ -10,8 +10,9 @@
 It starts the fake provider (bench/fakeprovider.py) and then the server (bench/app/server: an
 ``agents.server`` session object per session, the agent ``bench`` answered by the provider),
 each in its own process group, and stops both at the end. A run of N provider deltas stores
-N + 3 chunks in the session's stream (``run_started``, N ``text_delta``, ``step_completed``,
-``run_completed``), followed by the terminal ``end`` event, after which SSE responses close.
+N + 4 chunks in the session's stream (``run_started``, ``message_start``, N ``text_delta``,
+``step_completed``, ``run_completed``), followed by the terminal ``end`` event, after which SSE
+responses close.
 
 * provider alone: the same streamed completion read straight from the provider, so the rows
   can show it is not what limits them (``--deltas`` deltas, best of 3).
@@ -22,6 +23,14 @@ N + 3 chunks in the session's stream (``run_started``, N ``text_delta``, ``step_
   terminal event; chunks/s per client = chunks / its time to the terminal, in total = all
   clients' chunks / the last client's. One unmeasured run, then ``--runs`` measured, each on a
   new session; the row is the median run.
+* concurrent sessions (``server_sessions``): ``--sessions`` new sessions (20), each watched by
+  one SSE client (all with their headers in), then every session's ``/start`` sent at once, each
+  asking for ``--session-deltas`` deltas. Chunks/s in total = all chunks / time from the first
+  start request sent to the last terminal event; chunk latency = how long a client waited for
+  each chunk after its first (from the previous one; chunks that arrive in one read wait 0),
+  over every chunk of every session: p50 and p99; and the wait for the first chunk (from its
+  session's start request) apart: p50 and p99. One unmeasured round, then ``--runs``
+  measured, each on new sessions; the row is the median round. ``--sessions 0`` skips it.
 * replay: a new session whose stream holds ``--replay-chunks`` chunks (one run, watched live by
   one SSE client: the build run's rate is recorded too); then ``--replays`` times (plus one
   unmeasured) a new connection reads it all from ``fromSequence=0`` to the terminal event, and
@@ -39,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -55,8 +65,9 @@ from sseclient import StreamedResponse
 
 AGENT_TYPE = "bench"
 READY_PATH = "/sessions/__bench_ready__/status"
-#: Stream chunks around a run's text deltas: run_started; step_completed, run_completed.
-CHUNKS_AROUND_DELTAS = 3
+#: Stream chunks around a run's text deltas: run_started, message_start; step_completed,
+#: run_completed.
+CHUNKS_AROUND_DELTAS = 4
 _DELTA_MARKER = b'"text_delta"'
 
 
@@ -99,9 +110,11 @@ def check_run_events(events: list[bytes], deltas: int, first_sequence: int, what
         chunk = event["chunk"]
         if i == 0:
             want: dict[str, Any] = {"type": "run_started"}
-        elif i <= deltas:
-            want = {"type": "text_delta", "delta": f"w{i - 1} "}
-        elif i == deltas + 1:
+        elif i == 1:
+            want = {"type": "message_start"}
+        elif i <= deltas + 1:
+            want = {"type": "text_delta", "delta": f"w{i - 2} "}
+        elif i == deltas + 2:
             want = {"type": "step_completed"}
         else:
             want = {"type": "run_completed", "output": output}
@@ -178,11 +191,13 @@ class ServerRun:
         return {"deltas": deltas, "deltas_per_s": round(max(rates), 1)}
 
     # -------------------------------------------------------------------- one run
-    async def _watch(self, session: str, clients: int) -> list[StreamedResponse]:
+    async def _watch(
+        self, session: str, clients: int, *, timed: bool = False
+    ) -> list[StreamedResponse]:
         path = f"/sessions/{session}/sse?fromSequence=0"
         streams = await asyncio.gather(
             *(
-                StreamedResponse.open(self.port, "GET", path, marker=_DELTA_MARKER)
+                StreamedResponse.open(self.port, "GET", path, marker=_DELTA_MARKER, timed=timed)
                 for _ in range(clients)
             )
         )
@@ -284,6 +299,83 @@ class ServerRun:
             # only reached when every check passed (a fault raises CheckError)
             "every_client_every_chunk_in_order": True,
         }
+
+    # -------------------------------------------------------------------- concurrent sessions
+    async def _sessions_round(self, sessions: int, deltas: int) -> dict[str, Any]:
+        """One round: ``sessions`` new sessions, one SSE client each, all started at once."""
+        names = [f"many-{uuid.uuid4().hex[:10]}" for _ in range(sessions)]
+        # a keep-alive connection per start request, opened before the clock runs
+        await asyncio.gather(*(self.http.get(READY_PATH) for _ in names))
+        streams = [s for name in names for s in await self._watch(name, 1, timed=True)]
+        try:
+            cpu0 = self._cpu()
+            starts = await asyncio.gather(*(self._start(name, deltas) for name in names))
+            await asyncio.wait_for(
+                asyncio.gather(*(s.finished(self.args.run_limit) for s in streams)),
+                self.args.run_limit,
+            )
+            cpu1 = self._cpu()
+        finally:
+            for s in streams:
+                s.close()
+        waited: list[float] = []
+        first: list[float] = []
+        for name, t0, stream in zip(names, starts, streams, strict=True):
+            check_run_events(stream.events(), deltas, 0, f"concurrent session {name}")
+            times = stream.event_times()[:-1]  # the chunks (the terminal event is not one)
+            first.append(times[0] - t0)
+            waited += [b - a for a, b in itertools.pairwise(times)]
+        chunks = (deltas + CHUNKS_AROUND_DELTAS) * sessions
+        ends = [s.t_end for s in streams if s.t_end is not None]
+        elapsed = max(ends) - min(starts)
+        return {
+            "elapsed_s": elapsed,
+            "chunks": chunks,
+            "total_chunks_per_s": chunks / elapsed,
+            "wait": latency_ms(waited),
+            "first": latency_ms(first),
+            "server_cpu_s": cpu1[0] - cpu0[0],
+            "provider_cpu_s": cpu1[1] - cpu0[1],
+            "client_cpu_s": cpu1[2] - cpu0[2],
+        }
+
+    async def sessions(self) -> dict[str, Any]:
+        """The concurrent-sessions row (see the module docstring)."""
+        a = self.args
+        rounds = []
+        for i in range(a.runs + 1):  # the first round is not measured
+            r = await self._sessions_round(a.sessions, a.session_deltas)
+            log(
+                f"concurrent sessions round {i}{' (unmeasured)' if i == 0 else ''}: "
+                f"{a.sessions} sessions, {r['total_chunks_per_s']:.0f} chunks/s in total, "
+                f"chunk wait p99 {r['wait'].get('p99_ms')} ms, first chunk p99 "
+                f"{r['first'].get('p99_ms')} ms"
+            )
+            if i > 0:
+                rounds.append(r)
+
+        def med(key: str, sub: str) -> float | None:
+            values = [r[key][sub] for r in rounds if r[key].get(sub) is not None]
+            return _rounded(_median(values), 3)
+
+        return {
+            "sessions": a.sessions,
+            "deltas_per_session": a.session_deltas,
+            "chunks_per_session": a.session_deltas + CHUNKS_AROUND_DELTAS,
+            "runs": len(rounds),
+            "total_chunks_per_s": _rounded(_median([r["total_chunks_per_s"] for r in rounds])),
+            "total_chunks_per_s_runs": [round(r["total_chunks_per_s"], 1) for r in rounds],
+            "round_ms": latency_ms([r["elapsed_s"] for r in rounds]),
+            "chunk_wait_ms": {"p50_ms": med("wait", "p50_ms"), "p99_ms": med("wait", "p99_ms"),
+                              "max_ms": max(r["wait"].get("max_ms") or 0 for r in rounds)},
+            "first_chunk_ms": {"p50_ms": med("first", "p50_ms"),
+                               "p99_ms": med("first", "p99_ms")},
+            "server_cpu_s_per_run": _rounded(_median([r["server_cpu_s"] for r in rounds]), 3),
+            "provider_cpu_s_per_run": _rounded(_median([r["provider_cpu_s"] for r in rounds]), 3),
+            "client_cpu_s_per_run": _rounded(_median([r["client_cpu_s"] for r in rounds]), 3),
+            # only reached when every check passed (a fault raises CheckError)
+            "every_session_every_chunk_in_order": True,
+        }  # fmt: skip
 
     # -------------------------------------------------------------------- replay
     async def _history(self, session: str, limit: int) -> tuple[float, int, float, list[Any]]:
@@ -411,6 +503,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         log(f"[{args.label}] agent-server fan-out")
         out["server_fanout"] = await run.fanout()
         out["server_fanout"]["provider_alone_deltas_per_s"] = provider["deltas_per_s"]
+        if args.sessions:
+            log(f"[{args.label}] agent-server concurrent sessions")
+            out["server_sessions"] = await run.sessions()
         log(f"[{args.label}] agent-server replay")
         out["server_replay"] = await run.replay()
     finally:
@@ -439,6 +534,10 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=10, help="SSE clients watching each run")
     ap.add_argument("--deltas", type=int, default=5000, help="provider text deltas per run")
     ap.add_argument("--runs", type=int, default=3, help="measured fan-out runs")
+    ap.add_argument(
+        "--sessions", type=int, default=20, help="concurrent sessions (0: skip the row)"
+    )
+    ap.add_argument("--session-deltas", type=int, default=250, help="deltas per session's run")
     ap.add_argument("--replay-chunks", type=int, default=10_000, help="stream chunks to replay")
     ap.add_argument("--replays", type=int, default=5, help="measured replays (SSE and /history)")
     ap.add_argument("--history-limit", type=int, default=1000, help="/history page size")

@@ -49,8 +49,10 @@ class StreamedResponse:
     holding ``marker``) and ``t_end``.
     """
 
-    def __init__(self, marker: bytes | None) -> None:
+    def __init__(self, marker: bytes | None, timed: bool = False) -> None:
         self.marker = marker
+        #: With ``timed``: (arrival time, body length after it) per read, for event_times().
+        self.stamps: list[tuple[float, int]] | None = [] if timed else None
         self.transport: asyncio.Transport | None = None
         self.head = bytearray()
         self.body = bytearray()
@@ -69,9 +71,15 @@ class StreamedResponse:
 
     @classmethod
     async def open(
-        cls, port: int, method: str, path: str, body: bytes = b"", marker: bytes | None = None
+        cls,
+        port: int,
+        method: str,
+        path: str,
+        body: bytes = b"",
+        marker: bytes | None = None,
+        timed: bool = False,
     ) -> StreamedResponse:
-        self = cls(marker)
+        self = cls(marker, timed)
         self.t_connect = time.perf_counter()
         loop = asyncio.get_running_loop()
         await loop.create_connection(lambda: _Protocol(self), LOOPBACK, port)
@@ -108,6 +116,8 @@ class StreamedResponse:
         if self.t_marker is None and self.marker is not None and self.marker in data:
             self.t_marker = now
         self.body += data
+        if self.stamps is not None:
+            self.stamps.append((now, len(self.body)))
         if self.chunked:
             if self.body.endswith(_TERMINATOR) or self.body == _TERMINATOR[2:]:
                 self._end(now)
@@ -171,6 +181,41 @@ class StreamedResponse:
             if body[start + size : start + size + 2] != b"\r\n":
                 raise HttpError("malformed chunked body")
             pos = start + size + 2
+
+    def event_times(self) -> list[float]:
+        """When each event of :meth:`events` was complete: the arrival time of the read that
+        brought its last byte (off the clock; needs ``timed``)."""
+        assert self.stamps is not None, "open(..., timed=True) records arrival times"
+        # payload offset -> raw body offset, chunk by chunk
+        spans: list[tuple[int, int, int]] = []  # (payload start, raw start, size)
+        body, pos, payload = self.body, 0, 0
+        if self.chunked:
+            while True:
+                eol = body.find(b"\r\n", pos)
+                size = int(bytes(body[pos:eol]).split(b";")[0], 16)
+                if size == 0:
+                    break
+                spans.append((payload, eol + 2, size))
+                payload += size
+                pos = eol + 2 + size + 2
+        else:
+            spans.append((0, 0, len(body)))
+        data = self.payload()
+        times, start, span, read = [], 0, 0, 0
+        for block in data.split(b"\n\n"):
+            end = start + len(block)  # the last byte of the event (its text), in the payload
+            start = end + 2
+            if not any(ln.startswith(b"data:") for ln in block.split(b"\n")):
+                continue
+            last = max(end - 1, 0)
+            while span + 1 < len(spans) and spans[span + 1][0] <= last:
+                span += 1
+            p0, r0, _ = spans[span]
+            raw = r0 + (last - p0)
+            while self.stamps[read][1] <= raw:
+                read += 1
+            times.append(self.stamps[read][0])
+        return times
 
     def events(self) -> list[bytes]:
         """The SSE events' ``data`` (one per event, lines joined), comments skipped."""

@@ -195,6 +195,40 @@ CHAT_ROWS: list[tuple[str, str, str, str, str, int]] = [
         3,
     ),
     (
+        "chat_many",
+        "{chats} chats at once, one turn of {deltas} deltas each, one client each: chunks/s in "
+        "total",
+        "chat_many.chunks_per_s",
+        "chunks/s",
+        "up",
+        0,
+    ),
+    (
+        "chat_many_wait",
+        "  wait for each chunk after a client's first, p99",
+        "chat_many.chunk_wait_ms.p99_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "chat_many_wait50",
+        "  wait for each chunk after a client's first, p50",
+        "chat_many.chunk_wait_ms.p50_ms",
+        "ms",
+        "down",
+        2,
+    ),
+    (
+        "chat_many_first",
+        "  first chunk after the client's request, p99",
+        "chat_many.first_chunk_ms.p99_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    ("chat_many_cpu", "  server CPU per round", "chat_many.server_cpu_s_per_round", "s", "down", 3),
+    (
         "chat_replay",
         "replay of 1,000 chunks: connect to the last replayed chunk, p50",
         "chat_replay.to_last_chunk_ms.p50_ms",
@@ -307,6 +341,47 @@ SERVER_ROWS: list[tuple[str, str, str, str, str, int]] = [
         3,
     ),
     (
+        "srv_sessions",
+        "{sessions} sessions at once, one run of {session_deltas} deltas each, one SSE client "
+        "each: chunks/s in total",
+        "server_sessions.total_chunks_per_s",
+        "chunks/s",
+        "up",
+        0,
+    ),
+    (
+        "srv_sessions_wait",
+        "  wait for each chunk after a client's first, p99",
+        "server_sessions.chunk_wait_ms.p99_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "srv_sessions_wait50",
+        "  wait for each chunk after a client's first, p50",
+        "server_sessions.chunk_wait_ms.p50_ms",
+        "ms",
+        "down",
+        2,
+    ),
+    (
+        "srv_sessions_first",
+        "  first chunk after the session's start request, p99",
+        "server_sessions.first_chunk_ms.p99_ms",
+        "ms",
+        "down",
+        1,
+    ),
+    (
+        "srv_sessions_cpu",
+        "  server CPU per round",
+        "server_sessions.server_cpu_s_per_run",
+        "s",
+        "down",
+        2,
+    ),
+    (
         "srv_replay",
         "replay of {replay} chunks over SSE from fromSequence=0: connect to the end event, p50",
         "server_replay.sse_to_end_ms.p50_ms",
@@ -354,6 +429,11 @@ SERVER_CHECKS: list[tuple[str, str]] = [
         "server_fanout.every_client_every_chunk_in_order",
     ),
     ("chunks each client received per run", "server_fanout.chunks_per_client"),
+    (
+        "concurrent sessions: every session's client received every chunk once, in order, "
+        "then `end`",
+        "server_sessions.every_session_every_chunk_in_order",
+    ),
     ("chunks per replay", "server_replay.replayed_per_read"),
     ("SSE replay and /history pages hold the same chunks", "server_replay.replay_equals_history"),
 ]
@@ -394,6 +474,7 @@ CHECKS: list[tuple[str, str]] = [
     ),
     ("chat fan-out: chunks each client received per turn", "chat_fanout.chunks_per_client"),
     ("chat replay: chunks replayed per reconnect", "chat_replay.replayed_per_reconnect"),
+    ("many chats: chunks each client received per round", "chat_many.chunks_per_client"),
 ]
 
 MICRO_ROWS: list[tuple[str, str, str, str, int]] = [
@@ -562,12 +643,13 @@ def compute(results: Path) -> dict[str, Any]:
     cross = json.loads(cross_file.read_text()) if cross_file.exists() else None
     shared = {r["row"]: r for r in cross["rows"]} if cross else {}
     rows: dict[str, dict[str, Any]] = {}
+    chat_params = _chat_params(doemu + workerd)
     for rid, label, path, unit, better, digits in CONTRACT_ROWS + CHAT_ROWS:
         wpath = WORKERD_PATH.get(rid, path)
         d, w = median(doemu, path), median(workerd, wpath)
         dp = median(runs["doemu_process"], path)
         rows[rid] = {
-            "label": label,
+            "label": label.format(**chat_params) if rid.startswith("chat_") else label,
             "unit": unit,
             "better": better,
             "digits": digits,
@@ -690,17 +772,26 @@ def compute(results: Path) -> dict[str, Any]:
     }
 
 
+def _chat_params(results: list[dict[str, Any]]) -> dict[str, str]:
+    """The many-chats rows' parameters, as the first run that has them measured them."""
+    many = next((r["chat_many"] for r in results if r.get("chat_many")), {})
+    return {"chats": fmt(many.get("chats"), 0), "deltas": fmt(many.get("deltas_per_chat"), 0)}
+
+
 def _server_params(results: list[dict[str, Any]]) -> dict[str, str]:
     """The agent-server rows' parameters, as the first run that has them measured them."""
     fan = next((r["server_fanout"] for r in results if r.get("server_fanout")), {})
     rep = next((r["server_replay"] for r in results if r.get("server_replay")), {})
     replay = rep.get("stream_chunks")
+    ses = next((r["server_sessions"] for r in results if r.get("server_sessions")), {})
     return {
+        "sessions": fmt(ses.get("sessions"), 0),
+        "session_deltas": fmt(ses.get("deltas_per_session"), 0),
         "clients": fmt(fan.get("clients"), 0),
         "deltas": fmt(fan.get("deltas_per_run"), 0),
         "chunks": fmt(fan.get("chunks_per_run"), 0),
         "replay": fmt(replay, 0),
-        "replay_deltas": fmt(replay - 3 if replay else None, 0),
+        "replay_deltas": fmt(replay - 4 if replay else None, 0),
         "limit": fmt(rep.get("history_limit"), 0),
         "pages": ", ".join(fmt(p, 0) for p in rep.get("history_pages") or []) or "n/a",
     }
@@ -960,8 +1051,11 @@ def _chat(s: dict[str, Any]) -> str:
         "Fan-out: chunks delivered to all 10 clients / time from the "
         "request to the last client's `done`, median of the turns of a run (first turn "
         "unmeasured). Replay: a reconnecting client's resume handshake on a live, stalled "
-        "1,000-chunk stream, from WebSocket connect to the last `replay: true` chunk "
-        "(bench/README.md).\n"
+        "1,000-chunk stream, from WebSocket connect to the last `replay: true` chunk. "
+        "Many chats: that many new chats, one WebSocket client each, all connected first, then "
+        "every client's first request sent at once; chunks delivered to all clients / time from "
+        "the first request to the last `done`, and how long clients waited for each chunk after "
+        "their first (and for the first), median of the measured rounds (bench/README.md).\n"
     )
     out.append("| row | unit | doemu (power) | workerd | ratio | doemu runs | workerd runs |")
     out.append("|---|---|---:|---:|---:|---|---|")

@@ -15,17 +15,24 @@ the object's file and line appear above the caller's.
 
 from __future__ import annotations
 
+import functools
 import os
-import sysconfig
 import traceback
 
 __all__ = ["RemoteTraceback", "is_framework_file", "user_traceback"]
 
 _DOEMU = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_STDLIB = tuple(
-    {os.path.abspath(sysconfig.get_path(name)) + os.sep for name in ("stdlib", "platstdlib")}
-)
 _INSTALLED = ("site-packages", "dist-packages")
+
+
+@functools.cache
+def _stdlib() -> tuple[str, ...]:
+    """The standard library's folders, found when a traceback is first filtered: importing
+    ``sysconfig`` is 1.5 ms of every start-up, and most servers never filter one."""
+    import sysconfig
+
+    paths = (sysconfig.get_path(name) for name in ("stdlib", "platstdlib"))
+    return tuple({os.path.abspath(path) + os.sep for path in paths})
 
 
 def is_framework_file(filename: str) -> bool:
@@ -35,7 +42,7 @@ def is_framework_file(filename: str) -> bool:
     path = os.path.abspath(filename)
     if path.startswith(_DOEMU):
         return True
-    return path.startswith(_STDLIB) and not any(part in path for part in _INSTALLED)
+    return path.startswith(_stdlib()) and not any(part in path for part in _INSTALLED)
 
 
 def user_traceback(exc: BaseException, *, headline: str | None = None) -> str:

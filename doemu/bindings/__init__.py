@@ -12,26 +12,29 @@ and closes them with the runtime.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
-from ..config.ai import AiSettings
 from ..config.bindings import WorkerResources
 from ..persist import d1_file, kv_file, queue_file, r2_dir
 from ..storage.durability import SyncPool
-from .ai import Ai, api_key_from
-from .assets import AssetsBinding, AssetServer
-from .d1 import D1Database, D1Engine
 from .entry import EntryHost, ExecutionContext, find_entrypoints
 from .errors import BindingError, BindingSyntaxError, BindingTypeError, ServiceError
-from .kv import KVNamespace, KvStore
-from .queues import Queue, QueueConsumerService, QueueStore, StoredMessage
-from .r2 import R2Bucket, R2Store
 from .scheduled import CronService, NoScheduledHandler, ScheduledController
-from .services import Fetcher, ServiceNotFound, resolve_service
-from .workflows import Workflow, WorkflowHost, WorkflowService
+
+if TYPE_CHECKING:
+    from ..config.ai import AiSettings
+    from .ai import Ai
+    from .assets import AssetsBinding, AssetServer
+    from .d1 import D1Database, D1Engine
+    from .kv import KVNamespace, KvStore
+    from .queues import Queue, QueueConsumerService, QueueStore, StoredMessage
+    from .r2 import R2Bucket, R2Store
+    from .services import Fetcher, ServiceNotFound
+    from .workflows import Workflow, WorkflowHost, WorkflowService
 
 __all__ = [
     "Ai",
@@ -59,6 +62,35 @@ __all__ = [
 ]
 
 
+#: Where each binding kind's public names live. A kind's modules are imported when a Worker
+#: configures it (see :class:`WorkerBindings`) or when one of these names is first read, never
+#: on the way to serving a Worker without it: together they are about 15 ms of a restart's
+#: start-up (R2 and Workflows alone about 9), mostly dataclass and regex set-up.
+_LAZY = {
+    "Ai": ".ai",
+    "AssetServer": ".assets",
+    "AssetsBinding": ".assets",
+    "D1Database": ".d1",
+    "Fetcher": ".services",
+    "KVNamespace": ".kv",
+    "Queue": ".queues",
+    "R2Bucket": ".r2",
+    "ServiceNotFound": ".services",
+    "Workflow": ".workflows",
+    "WorkflowService": ".workflows",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A kind's public name, importing its module on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
 class WorkerBindings:
     """Every non-Durable-Object binding of one runtime (see the module docstring)."""
 
@@ -81,34 +113,56 @@ class WorkerBindings:
         self.persist_dir = persist_dir
         self.clock = clock
         self.sync_pool = sync_pool
+        # Each kind's module is imported only when the Worker has a binding of that kind (see
+        # _LAZY above); a kind it lacks leaves its table empty and its module unread.
         self._kv_stores: dict[str, KvStore] = {}
-        self.kv: dict[str, KVNamespace] = {
-            b.binding: KVNamespace(b.binding, functools.partial(self.kv_store, b.binding))
-            for b in resources.kv
-        }
+        self.kv: dict[str, KVNamespace] = {}
+        if resources.kv:
+            from .kv import KVNamespace
+
+            self.kv = {
+                b.binding: KVNamespace(b.binding, functools.partial(self.kv_store, b.binding))
+                for b in resources.kv
+            }
         self._d1_engines: dict[str, D1Engine] = {}
-        self.d1: dict[str, D1Database] = {
-            b.binding: D1Database(b.binding, functools.partial(self.d1_engine, b.binding))
-            for b in resources.d1
-        }
+        self.d1: dict[str, D1Database] = {}
+        if resources.d1:
+            from .d1 import D1Database
+
+            self.d1 = {
+                b.binding: D1Database(b.binding, functools.partial(self.d1_engine, b.binding))
+                for b in resources.d1
+            }
         self._r2_stores: dict[str, R2Store] = {}
-        self.r2: dict[str, R2Bucket] = {
-            b.binding: R2Bucket(b.binding, functools.partial(self.r2_store, b.binding))
-            for b in resources.r2
-        }
+        self.r2: dict[str, R2Bucket] = {}
+        if resources.r2:
+            from .r2 import R2Bucket
+
+            self.r2 = {
+                b.binding: R2Bucket(b.binding, functools.partial(self.r2_store, b.binding))
+                for b in resources.r2
+            }
         self.services: dict[str, Fetcher] = {}
-        if host is not None:
+        if host is not None and resources.services:
+            from .services import Fetcher, resolve_service
+
             for spec in resources.services:
                 cls = resolve_service(spec, worker_name, self.entrypoints)
                 self.services[spec.binding] = Fetcher(spec, cls, host)
         #: ``[assets]``: served before the Worker (see doemu.bindings.assets.server).
-        self.assets = AssetServer(resources.assets) if resources.assets is not None else None
+        self.assets: AssetServer | None = None
+        if resources.assets is not None:
+            from .assets import AssetServer
+
+            self.assets = AssetServer(resources.assets)
         self.crons: CronService | None = None
         if host is not None:
             self.crons = CronService(host, clock, resources.crons, self.entrypoints.get("Default"))
         #: ``[[workflows]]`` by binding name (each an internal namespace of the runtime).
         self.workflows: dict[str, WorkflowService] = {}
-        if host is not None:
+        if host is not None and resources.workflows:
+            from .workflows import WorkflowService
+
             for wf in resources.workflows:
                 self.workflows[wf.binding] = WorkflowService(
                     wf,
@@ -119,20 +173,26 @@ class WorkerBindings:
                 )
         #: One store per queue (producers and consumers share it), opened on first use.
         self._queue_stores: dict[str, QueueStore] = {}
-        self.queues: dict[str, Queue] = {
-            p.binding: Queue(
-                p.binding,
-                p.queue,
-                functools.partial(self.queue_store, p.queue),
-                clock.now,
-                functools.partial(self._poke, p.queue),
-                p.delivery_delay,
-            )
-            for p in resources.producers
-        }
+        self.queues: dict[str, Queue] = {}
+        if resources.producers:
+            from .queues import Queue
+
+            self.queues = {
+                p.binding: Queue(
+                    p.binding,
+                    p.queue,
+                    functools.partial(self.queue_store, p.queue),
+                    clock.now,
+                    functools.partial(self._poke, p.queue),
+                    p.delivery_delay,
+                )
+                for p in resources.producers
+            }
         #: ``[[queues.consumers]]`` by queue name.
         self.consumers: dict[str, QueueConsumerService] = {}
-        if host is not None:
+        if host is not None and resources.consumers:
+            from .queues import QueueConsumerService
+
             for c in resources.consumers:
                 self.consumers[c.queue] = QueueConsumerService(
                     c,
@@ -146,6 +206,8 @@ class WorkerBindings:
         #: Worker's variables (``.dev.vars``); without an endpoint every call says how to set one.
         self.ai: Ai | None = None
         if resources.ai is not None:
+            from .ai import Ai, api_key_from
+
             self.ai = Ai(resources.ai.binding, ai, api_key_from(dict(vars or {})))
         self._closed = False
 
@@ -155,6 +217,8 @@ class WorkerBindings:
         if store is None:
             if self._closed:
                 raise BindingError(f"queue {queue!r}: the runtime is closed")
+            from .queues import QueueStore
+
             store = QueueStore(queue_file(self.persist_dir, queue), self.sync_pool)
             self._queue_stores[queue] = store
         return store
@@ -276,11 +340,16 @@ class WorkerBindings:
     def env_values(self) -> dict[str, Any]:
         """What ``env`` gets: ``{binding name: binding object}``."""
         values: dict[str, Any] = {**self.kv, **self.d1, **self.r2, **self.services}
-        values.update({b: Workflow(b, service) for b, service in self.workflows.items()})
+        if self.workflows:
+            from .workflows import Workflow
+
+            values.update({b: Workflow(b, service) for b, service in self.workflows.items()})
         values.update(self.queues)
         if self.ai is not None and self.resources.ai is not None:
             values[self.resources.ai.binding] = self.ai
         if self.assets is not None and self.assets.config.binding:
+            from .assets import AssetsBinding
+
             values[self.assets.config.binding] = AssetsBinding(self.assets)
         return values
 
@@ -292,6 +361,8 @@ class WorkerBindings:
         if store is None:
             if self._closed:
                 raise BindingError(f"env.{binding}: the runtime is closed")
+            from .kv import KvStore
+
             store = KvStore(kv_file(self.persist_dir, spec.resource), self.clock, self.sync_pool)
             self._kv_stores[spec.resource] = store
         return store
@@ -303,6 +374,8 @@ class WorkerBindings:
         if engine is None:
             if self._closed:
                 raise BindingError(f"env.{binding}: the runtime is closed")
+            from .d1 import D1Engine
+
             engine = D1Engine(d1_file(self.persist_dir, spec.resource), self.sync_pool)
             self._d1_engines[spec.resource] = engine
         return engine
@@ -314,6 +387,8 @@ class WorkerBindings:
         if store is None:
             if self._closed:
                 raise BindingError(f"env.{binding}: the runtime is closed")
+            from .r2 import R2Store
+
             store = R2Store(r2_dir(self.persist_dir, spec.resource), self.clock, self.sync_pool)
             self._r2_stores[spec.resource] = store
         return store

@@ -10,7 +10,9 @@ This module only declares the commands and echoes their results: what ``doemu de
 
 Start-up time matters (a restart after a crash is measured to its first answered request), so
 what only the inspection commands use (the admin API client, the offline readers) is imported
-inside those commands, never on the way to ``doemu dev`` serving.
+inside those commands, never on the way to ``doemu dev`` serving; the modules declaring those
+commands (``control``, ``d1``, ``inspect``) are imported by the ``doemu`` group when one of their
+commands is asked for (see :data:`doemu.cli.common.LAZY_COMMAND_MODULES`).
 """
 
 from __future__ import annotations
@@ -346,8 +348,3 @@ def classes(config: Path | None, env_name: str | None) -> None:
         click.echo(
             f"{row['name']:<24} {bindings:<20} {'sql' if row['sql'] else 'kv ':<4} {row['origin']}"
         )
-
-
-from . import control as _control  # noqa: E402, F401  (registers run-alarm, clock, kv, tail)
-from . import d1 as _d1  # noqa: E402, F401  (registers doemu d1)
-from . import inspect as _inspect  # noqa: E402, F401  (registers the inspection commands)

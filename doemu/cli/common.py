@@ -95,7 +95,39 @@ def persist_dir_problem(persist_to: Path, config: WorkerConfig) -> str | None:
     return None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: The modules declaring the commands other than ``dev``, ``init`` and ``classes``: imported
+#: when a command is asked for that is not declared yet, or when the commands are listed.
+LAZY_COMMAND_MODULES = ("control", "d1", "inspect")
+
+
+class _Commands(click.Group):
+    """The ``doemu`` group, whose inspection and control commands are declared on demand.
+
+    Start-up time matters (a restart after a crash is measured to its first answered request),
+    and ``doemu dev`` has no use for the declarations of two dozen other commands and their
+    options (a few milliseconds). A name this group does not know yet, or a listing (``--help``),
+    imports :data:`LAZY_COMMAND_MODULES` first, so every command is still found by its name.
+    """
+
+    def _declare_all(self) -> None:
+        import importlib
+
+        for module in LAZY_COMMAND_MODULES:
+            importlib.import_module(f"{__package__}.{module}")
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            self._declare_all()
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._declare_all()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="doemu")
 def main() -> None:
     """doemu: a local Durable-Object runtime for Cloudflare's Python Workers API."""

@@ -13,16 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .checker import Checker, show, unexpected
-from .workbindings import (
-    AiBinding,
-    QueueConsumer,
-    QueueProducer,
-    WorkflowBinding,
-    check_work_bindings,
-)
+
+if TYPE_CHECKING:
+    from .workbindings import AiBinding, QueueConsumer, QueueProducer, WorkflowBinding
 
 __all__ = [
     "EMULATED_KEYS",
@@ -60,6 +56,22 @@ EMULATED_KEYS = frozenset(
         "workflows", "queues", "ai",
     }
 )  # fmt: skip
+
+#: The keys :mod:`doemu.config.workbindings` reads (see :func:`check_resources`).
+_WORK_KEYS = ("workflows", "queues", "ai")
+#: Its binding types, re-exported here on first use (PEP 562) rather than imported with this module.
+_WORK_TYPES = frozenset({"AiBinding", "QueueConsumer", "QueueProducer", "WorkflowBinding"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WORK_TYPES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import workbindings
+
+    value = getattr(workbindings, name)
+    globals()[name] = value
+    return value
+
 
 #: wrangler's default ``migrations_dir`` and ``migrations_table`` for D1.
 DEFAULT_MIGRATIONS_DIR = "migrations"
@@ -195,7 +207,13 @@ def check_resources(
         )
         if key in raw
     )  # fmt: skip
-    work = check_work_bindings(check, raw)
+    # Workflows, queues and AI are read by their own module, imported only for a config that has
+    # one of them: its dataclasses are a few milliseconds of every start-up (a restart's too).
+    work = None
+    if not present.isdisjoint(_WORK_KEYS):
+        from .workbindings import check_work_bindings
+
+        work = check_work_bindings(check, raw)
     return WorkerResources(
         kv=tuple(_kv(check, raw.get("kv_namespaces"))),
         d1=tuple(_d1(check, raw.get("d1_databases"), base_dir)),
@@ -203,10 +221,10 @@ def check_resources(
         services=tuple(_services(check, raw.get("services"), worker_name)),
         crons=tuple(_crons(check, raw.get("triggers"))),
         assets=_assets(check, raw.get("assets"), base_dir),
-        workflows=work.workflows,
-        producers=work.producers,
-        consumers=work.consumers,
-        ai=work.ai,
+        workflows=work.workflows if work else (),
+        producers=work.producers if work else (),
+        consumers=work.consumers if work else (),
+        ai=work.ai if work else None,
         present=present,
     )
 

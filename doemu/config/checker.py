@@ -9,7 +9,6 @@ the file. :class:`Checker` gathers errors and warnings, :func:`show` renders val
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -38,6 +37,8 @@ def unexpected(
     extra = [key for key in keys if key not in known]
     if not extra:
         return None
+    import difflib  # only for a file with an unknown key (2 ms of every start-up otherwise)
+
     pool = sorted(known | set(candidates))
     guesses = {
         key: match[0]
