@@ -112,3 +112,17 @@ def test_a_configured_binding_kind_is_imported_and_works(tmp_path: Path) -> None
         assert httpx.get(f"{server.url}/kv", timeout=30).text == "v"
     assert "doemu.bindings.kv" in modules
     assert "doemu.bindings.r2" not in modules  # only the kinds the Worker has
+
+
+AI = """
+[ai]
+binding = "AI"
+"""
+
+
+def test_a_worker_with_the_ai_binding_starts_without_httpx(tmp_path: Path) -> None:
+    """The AI binding's HTTP client (httpx, ~60 ms of imports) waits for the first ``run``."""
+    with DevServer(_project(tmp_path / "project", AI), tmp_path / "state") as server:
+        modules = _modules_after_first_answer(server)
+    assert "doemu.bindings.ai" in modules
+    assert "httpx" not in modules and "httpx_sse" not in modules

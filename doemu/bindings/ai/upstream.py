@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
-from httpx_sse import EventSource, SSEError
+from typing import TYPE_CHECKING, Any
 
 from .errors import InferenceUpstreamError
+
+if TYPE_CHECKING:  # imported at the first call: a serving process starts without httpx (~60 ms)
+    import httpx
+    from httpx_sse import EventSource
 
 __all__ = ["CONNECT_TIMEOUT_S", "Endpoint", "Target"]
 
@@ -82,6 +83,8 @@ class Endpoint:
         return text.replace(key, "(DOEMU_AI_API_KEY)") if key else text
 
     def _client(self) -> httpx.AsyncClient:
+        import httpx
+
         timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT_S)
         return httpx.AsyncClient(timeout=timeout, follow_redirects=False)
 
@@ -103,6 +106,8 @@ class Endpoint:
 
     async def post_json(self, target: Target, body: Mapping[str, Any]) -> Any:
         """POST ``body``; the JSON answer (an error for anything else)."""
+        import httpx
+
         async with self._client() as client:
             try:
                 response = await client.post(target.url, json=body, headers=self._headers())
@@ -125,6 +130,9 @@ class Endpoint:
         """POST ``body`` for a stream: once the endpoint has answered 200, its events' parsed
         ``data`` (``"[DONE]"`` as is) and a function that closes the connection. Refusals and
         an unreachable endpoint raise here, before any event."""
+        import httpx
+        from httpx_sse import EventSource
+
         client = self._client()
         request = client.build_request("POST", target.url, json=body, headers=self._headers())
         try:
@@ -149,6 +157,9 @@ class Endpoint:
     async def _events(
         self, target: Target, source: EventSource, close: Callable[[], Any]
     ) -> AsyncIterator[Any]:
+        import httpx
+        from httpx_sse import SSEError
+
         done = False
         try:
             async for event in source.aiter_sse():
