@@ -1,17 +1,39 @@
-"""``Headers``: a case-insensitive multi-dict of HTTP headers, with workerd's validation.
+"""``Headers``: a case-insensitive multi-dict of HTTP headers, with workerd's validation; and
+``HTTPMessageMapping``, what ``request.headers`` / ``response.headers`` give Python on Cloudflare.
 
 Names and values must be WebIDL ``ByteString``s (they go on the wire as Latin-1), names are
 tokens, values are trimmed and may not contain CR, LF or NUL: each refusal is a ``TypeError``
 with workerd's (V8's) text.
+
+:class:`Headers` is the JavaScript ``Headers`` object (``js.Headers``) and doemu's own store of a
+request's or a response's headers. Python code on Cloudflare never sees it from
+``request.headers``: the SDK converts the JS ``Headers`` into a new ``http.client.HTTPMessage``
+(a :class:`HTTPMessageMapping`) on each access, with email semantics (``h[k] = v`` *adds* a
+header), and that object is not a ``headers=`` argument ``Request``/``Response`` take (observed on
+workerd, ``e2e/differential/test_boundary.py``). :func:`http_message` builds the same;
+:func:`check_headers_init` refuses what the SDK refuses.
 """
 
 from __future__ import annotations
 
+import email.message
+import http.client
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Union
 
-__all__ = ["TOKEN", "Headers", "HeadersInit", "to_headers"]
+from ..jsboundary import hinted, is_strict
+
+__all__ = [
+    "TOKEN",
+    "HTTPMessageMapping",
+    "Headers",
+    "HeadersInit",
+    "check_fetch_headers",
+    "check_headers_init",
+    "http_message",
+    "to_headers",
+]
 
 HeadersInit = Union["Headers", Mapping[str, str], Iterable[tuple[str, str]]]
 
@@ -77,7 +99,9 @@ class Headers:
         if isinstance(init, Headers):
             self._entries = list(init._entries)
             return
-        pairs: Iterable[Any] = init.items() if isinstance(init, Mapping) else init
+        pairs: Iterable[Any] = (
+            init.items() if isinstance(init, Mapping | email.message.Message) else init
+        )
         if isinstance(pairs, str | bytes) or not isinstance(pairs, Iterable):
             raise TypeError("Received unexpected type for headers argument")
         for pair in pairs:
@@ -185,6 +209,9 @@ class Headers:
 
     def _combined(self) -> list[tuple[str, str]]:
         """The JS iteration order: sorted names, repeats joined, each set-cookie on its own."""
+        entries = self._entries
+        if len({k for k, _ in entries}) == len(entries):  # no repeats (the usual case)
+            return sorted(entries, key=_name_of)
         grouped: dict[str, list[str]] = {}
         for key, value in self._entries:
             grouped.setdefault(key, []).append(value)
@@ -197,5 +224,59 @@ class Headers:
         return out
 
 
+def _name_of(entry: tuple[str, str]) -> str:
+    return entry[0]
+
+
 def to_headers(headers: HeadersInit | None) -> Headers:
     return Headers(headers) if headers is not None else Headers()
+
+
+class HTTPMessageMapping(http.client.HTTPMessage, Mapping[str, str]):  # type: ignore[misc]
+    """``request.headers`` / ``response.headers`` on Cloudflare: an ``http.client.HTTPMessage``
+    that is also a ``Mapping`` (the SDK's class of the same name).
+
+    Email semantics: ``h[name]`` is the first value or ``None``, ``h[name] = value`` *adds* a
+    header, ``del h[name]`` removes all, ``get_all`` lists them; reads are case-insensitive.
+    """
+
+
+def http_message(headers: Headers) -> HTTPMessageMapping:
+    """A new :class:`HTTPMessageMapping` of ``headers``, built as the SDK builds it from a JS
+    ``Headers``: in JS iteration order (names lowercased and sorted, repeated values joined with
+    ``", "``, each ``set-cookie`` on its own). Nothing is shared: changing it changes nothing."""
+    message = HTTPMessageMapping()
+    for name, value in headers._combined():
+        message[name] = value
+    return message
+
+
+_UNEXPECTED = "Received unexpected type for headers argument"
+_ADVICE = (
+    "headers= takes a dict, a list of (name, value) pairs or a js.Headers; "
+    "request.headers / response.headers is an http.client.HTTPMessage on Cloudflare, so pass "
+    "list(headers.items()) (keeps repeated headers) or dict(headers)"
+)
+
+
+def check_headers_init(headers: object) -> None:
+    """Refuse a ``headers=`` argument of ``Request``/``Response`` that the SDK refuses: anything
+    but a ``list``, a ``dict`` or a JS ``Headers`` (an ``HTTPMessage``, a tuple, ``None`` given
+    to ``Request``…), with its ``TypeError``. Nothing is refused under ``--lenient``."""
+    if not is_strict() or isinstance(headers, list | dict | Headers):
+        return
+    raise hinted(TypeError(_UNEXPECTED), f"{_ADVICE} (got {type(headers).__name__})")
+
+
+def check_fetch_headers(headers: object) -> None:
+    """Refuse a ``headers=`` argument of ``fetch``/``stub.fetch`` that Pyodide cannot hand to
+    JavaScript: ``to_js`` converts a dict, list or tuple; anything else (an ``HTTPMessage``)
+    reaches the JS ``Headers`` constructor as a proxy, which on Cloudflare is a *fatal* Pyodide
+    error that aborts the isolate (observed on workerd). doemu raises its text instead."""
+    if not is_strict() or headers is None or isinstance(headers, list | tuple | dict | Headers):
+        return
+    raise hinted(
+        TypeError("Incorrect type: the provided value is not of type 'Sequence'."),
+        "on Cloudflare this is a fatal Pyodide error that kills the whole isolate (every "
+        f"request in flight fails); {_ADVICE} (got {type(headers).__name__})",
+    )
