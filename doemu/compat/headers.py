@@ -80,9 +80,11 @@ def _header_value(value: object) -> str:
 class Headers:
     """A case-insensitive multi-dict of HTTP headers.
 
-    It answers both ways user code reads headers: like the JS ``Headers`` (``get``, ``set``,
-    ``append``, ``has``, ``delete``, ``getSetCookie``, ``entries``) and like the
-    ``http.client.HTTPMessage`` that ``request.headers`` is on Cloudflare (``h["name"]`` returns
+    It is ``js.Headers`` and doemu's store of a request's or response's headers, and what
+    ``request.headers`` is under ``--lenient`` (by default it is an :class:`HTTPMessageMapping`,
+    as on Cloudflare). It answers both ways user code reads headers: like the JS ``Headers``
+    (``get``, ``set``, ``append``, ``has``, ``delete``, ``getSetCookie``, ``entries``) and like
+    the ``http.client.HTTPMessage`` that ``request.headers`` is on Cloudflare (``h["name"]`` returns
     ``None`` when absent, ``get_all``, ``keys``/``values``/``items``, ``in``, iteration over names,
     ``dict(h)``). Names are lowercased and iterate sorted, values of a repeated name are joined with
     ``", "`` except ``set-cookie``: exactly what Python code sees on Cloudflare.
