@@ -16,11 +16,10 @@ workerd, ``e2e/differential/test_boundary.py``). :func:`http_message` builds the
 
 from __future__ import annotations
 
-import email.message
-import http.client
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from ..jsboundary import hinted, is_strict
 
@@ -101,9 +100,7 @@ class Headers:
         if isinstance(init, Headers):
             self._entries = list(init._entries)
             return
-        pairs: Iterable[Any] = (
-            init.items() if isinstance(init, Mapping | email.message.Message) else init
-        )
+        pairs: Iterable[Any] = init.items() if _has_items(init) else init  # type: ignore[union-attr]
         if isinstance(pairs, str | bytes) or not isinstance(pairs, Iterable):
             raise TypeError("Received unexpected type for headers argument")
         for pair in pairs:
@@ -234,20 +231,61 @@ def to_headers(headers: HeadersInit | None) -> Headers:
     return Headers(headers) if headers is not None else Headers()
 
 
-class HTTPMessageMapping(http.client.HTTPMessage, Mapping[str, str]):  # type: ignore[misc]
-    """``request.headers`` / ``response.headers`` on Cloudflare: an ``http.client.HTTPMessage``
-    that is also a ``Mapping`` (the SDK's class of the same name).
+if TYPE_CHECKING:
+    import http.client
 
-    Email semantics: ``h[name]`` is the first value or ``None``, ``h[name] = value`` *adds* a
-    header, ``del h[name]`` removes all, ``get_all`` lists them; reads are case-insensitive.
+    class HTTPMessageMapping(http.client.HTTPMessage, Mapping[str, str]):  # type: ignore[misc]
+        """``request.headers`` / ``response.headers`` on Cloudflare (see :func:`_message_class`)."""
+
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "HTTPMessageMapping":
+            return _message_class()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_message_classes: list[type[Any]] = []
+
+
+def _message_class() -> type[HTTPMessageMapping]:
+    """``HTTPMessageMapping``, made on first use: ``http.client`` imports the email parser, a few
+    milliseconds of start-up that a worker which never reads ``request.headers`` should not pay.
     """
+    if not _message_classes:
+        import http.client
+
+        class HTTPMessageMapping(http.client.HTTPMessage, Mapping[str, str]):  # type: ignore[misc]
+            """``request.headers`` / ``response.headers`` on Cloudflare: an
+            ``http.client.HTTPMessage`` that is also a ``Mapping`` (the SDK's class of this name).
+
+            Email semantics: ``h[name]`` is the first value or ``None``, ``h[name] = value``
+            *adds* a header, ``del h[name]`` removes all, ``get_all`` lists them; reads are
+            case-insensitive.
+            """
+
+        HTTPMessageMapping.__module__, HTTPMessageMapping.__qualname__ = (
+            __name__,
+            "HTTPMessageMapping",
+        )
+        _message_classes.append(HTTPMessageMapping)
+    return _message_classes[0]
+
+
+def _has_items(init: object) -> bool:
+    """Whether ``init`` is a mapping or an ``email.message.Message`` (``HTTPMessage``); the
+    latter only exists once ``email.message`` is imported, which this module does not do."""
+    if isinstance(init, Mapping):
+        return True
+    message = sys.modules.get("email.message")
+    return message is not None and isinstance(init, message.Message)
 
 
 def http_message(headers: Headers) -> HTTPMessageMapping:
     """A new :class:`HTTPMessageMapping` of ``headers``, built as the SDK builds it from a JS
     ``Headers``: in JS iteration order (names lowercased and sorted, repeated values joined with
     ``", "``, each ``set-cookie`` on its own). Nothing is shared: changing it changes nothing."""
-    message = HTTPMessageMapping()
+    message = _message_class()()
     for name, value in headers._combined():
         message[name] = value
     return message

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from http import HTTPMethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..jsboundary import is_strict
@@ -20,13 +20,15 @@ from .headers import (
     TOKEN,
     Headers,
     HeadersInit,
-    HTTPMessageMapping,
     check_fetch_headers,
     check_headers_init,
     http_message,
     to_headers,
 )
 from .readable import ReadableStream
+
+if TYPE_CHECKING:
+    from .headers import HTTPMessageMapping
 
 __all__ = ["Request", "split_body"]
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..jsboundary import JsException, is_strict
 from .bodies import Body, BodyData, BodyMixin, body_data
 from .headers import (
     Headers,
     HeadersInit,
-    HTTPMessageMapping,
     check_headers_init,
     http_message,
     to_headers,
@@ -29,6 +28,9 @@ from .headers import (
 from .readable import ReadableStream
 from .requests import split_body
 from .websocket import WebSocket
+
+if TYPE_CHECKING:
+    from .headers import HTTPMessageMapping
 
 __all__ = ["FetchResponse", "Response"]
 
