@@ -105,6 +105,6 @@ async def follow_redirects(send: Callable[[Any], Awaitable[Any]], request: Any) 
         ):
             method, body = "GET", None
         request = workers.Request(
-            urljoin(request.url, location), method=method, headers=request.headers, body=body
+            urljoin(request.url, location), method=method, headers=request._headers, body=body
         )
     raise JsException("TypeError", f"Too many redirects (more than {_MAX_REDIRECTS})")

@@ -1,17 +1,38 @@
-"""``Headers``: a case-insensitive multi-dict of HTTP headers, with workerd's validation.
+"""``Headers``: a case-insensitive multi-dict of HTTP headers, with workerd's validation; and
+``HTTPMessageMapping``, what ``request.headers`` / ``response.headers`` give Python on Cloudflare.
 
 Names and values must be WebIDL ``ByteString``s (they go on the wire as Latin-1), names are
 tokens, values are trimmed and may not contain CR, LF or NUL: each refusal is a ``TypeError``
 with workerd's (V8's) text.
+
+:class:`Headers` is the JavaScript ``Headers`` object (``js.Headers``) and doemu's own store of a
+request's or a response's headers. Python code on Cloudflare never sees it from
+``request.headers``: the SDK converts the JS ``Headers`` into a new ``http.client.HTTPMessage``
+(a :class:`HTTPMessageMapping`) on each access, with email semantics (``h[k] = v`` *adds* a
+header), and that object is not a ``headers=`` argument ``Request``/``Response`` take (observed on
+workerd, ``e2e/differential/test_boundary.py``). :func:`http_message` builds the same;
+:func:`check_headers_init` refuses what the SDK refuses.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
-__all__ = ["TOKEN", "Headers", "HeadersInit", "to_headers"]
+from ..jsboundary import hinted, is_strict
+
+__all__ = [
+    "TOKEN",
+    "HTTPMessageMapping",
+    "Headers",
+    "HeadersInit",
+    "check_fetch_headers",
+    "check_headers_init",
+    "http_message",
+    "to_headers",
+]
 
 HeadersInit = Union["Headers", Mapping[str, str], Iterable[tuple[str, str]]]
 
@@ -58,9 +79,11 @@ def _header_value(value: object) -> str:
 class Headers:
     """A case-insensitive multi-dict of HTTP headers.
 
-    It answers both ways user code reads headers: like the JS ``Headers`` (``get``, ``set``,
-    ``append``, ``has``, ``delete``, ``getSetCookie``, ``entries``) and like the
-    ``http.client.HTTPMessage`` that ``request.headers`` is on Cloudflare (``h["name"]`` returns
+    It is ``js.Headers`` and doemu's store of a request's or response's headers, and what
+    ``request.headers`` is under ``--lenient`` (by default it is an :class:`HTTPMessageMapping`,
+    as on Cloudflare). It answers both ways user code reads headers: like the JS ``Headers``
+    (``get``, ``set``, ``append``, ``has``, ``delete``, ``getSetCookie``, ``entries``) and like
+    the ``http.client.HTTPMessage`` that ``request.headers`` is on Cloudflare (``h["name"]`` returns
     ``None`` when absent, ``get_all``, ``keys``/``values``/``items``, ``in``, iteration over names,
     ``dict(h)``). Names are lowercased and iterate sorted, values of a repeated name are joined with
     ``", "`` except ``set-cookie``: exactly what Python code sees on Cloudflare.
@@ -77,7 +100,7 @@ class Headers:
         if isinstance(init, Headers):
             self._entries = list(init._entries)
             return
-        pairs: Iterable[Any] = init.items() if isinstance(init, Mapping) else init
+        pairs: Iterable[Any] = init.items() if _has_items(init) else init  # type: ignore[union-attr]
         if isinstance(pairs, str | bytes) or not isinstance(pairs, Iterable):
             raise TypeError("Received unexpected type for headers argument")
         for pair in pairs:
@@ -185,6 +208,9 @@ class Headers:
 
     def _combined(self) -> list[tuple[str, str]]:
         """The JS iteration order: sorted names, repeats joined, each set-cookie on its own."""
+        entries = self._entries
+        if len({k for k, _ in entries}) == len(entries):  # no repeats (the usual case)
+            return sorted(entries, key=_name_of)
         grouped: dict[str, list[str]] = {}
         for key, value in self._entries:
             grouped.setdefault(key, []).append(value)
@@ -197,5 +223,100 @@ class Headers:
         return out
 
 
+def _name_of(entry: tuple[str, str]) -> str:
+    return entry[0]
+
+
 def to_headers(headers: HeadersInit | None) -> Headers:
     return Headers(headers) if headers is not None else Headers()
+
+
+if TYPE_CHECKING:
+    import http.client
+
+    class HTTPMessageMapping(http.client.HTTPMessage, Mapping[str, str]):  # type: ignore[misc]
+        """``request.headers`` / ``response.headers`` on Cloudflare (see :func:`_message_class`)."""
+
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "HTTPMessageMapping":
+            return _message_class()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_message_classes: list[type[Any]] = []
+
+
+def _message_class() -> type[HTTPMessageMapping]:
+    """``HTTPMessageMapping``, made on first use: ``http.client`` imports the email parser, a few
+    milliseconds of start-up that a worker which never reads ``request.headers`` should not pay.
+    """
+    if not _message_classes:
+        import http.client
+
+        class HTTPMessageMapping(http.client.HTTPMessage, Mapping[str, str]):  # type: ignore[misc]
+            """``request.headers`` / ``response.headers`` on Cloudflare: an
+            ``http.client.HTTPMessage`` that is also a ``Mapping`` (the SDK's class of this name).
+
+            Email semantics: ``h[name]`` is the first value or ``None``, ``h[name] = value``
+            *adds* a header, ``del h[name]`` removes all, ``get_all`` lists them; reads are
+            case-insensitive.
+            """
+
+        HTTPMessageMapping.__module__, HTTPMessageMapping.__qualname__ = (
+            __name__,
+            "HTTPMessageMapping",
+        )
+        _message_classes.append(HTTPMessageMapping)
+    return _message_classes[0]
+
+
+def _has_items(init: object) -> bool:
+    """Whether ``init`` is a mapping or an ``email.message.Message`` (``HTTPMessage``); the
+    latter only exists once ``email.message`` is imported, which this module does not do."""
+    if isinstance(init, Mapping):
+        return True
+    message = sys.modules.get("email.message")
+    return message is not None and isinstance(init, message.Message)
+
+
+def http_message(headers: Headers) -> HTTPMessageMapping:
+    """A new :class:`HTTPMessageMapping` of ``headers``, built as the SDK builds it from a JS
+    ``Headers``: in JS iteration order (names lowercased and sorted, repeated values joined with
+    ``", "``, each ``set-cookie`` on its own). Nothing is shared: changing it changes nothing."""
+    message = _message_class()()
+    for name, value in headers._combined():
+        message[name] = value
+    return message
+
+
+_UNEXPECTED = "Received unexpected type for headers argument"
+_ADVICE = (
+    "headers= takes a dict, a list of (name, value) pairs or a js.Headers; "
+    "request.headers / response.headers is an http.client.HTTPMessage on Cloudflare, so pass "
+    "list(headers.items()) (keeps repeated headers) or dict(headers)"
+)
+
+
+def check_headers_init(headers: object) -> None:
+    """Refuse a ``headers=`` argument of ``Request``/``Response`` that the SDK refuses: anything
+    but a ``list``, a ``dict`` or a JS ``Headers`` (an ``HTTPMessage``, a tuple, ``None`` given
+    to ``Request``…), with its ``TypeError``. Nothing is refused under ``--lenient``."""
+    if not is_strict() or isinstance(headers, list | dict | Headers):
+        return
+    raise hinted(TypeError(_UNEXPECTED), f"{_ADVICE} (got {type(headers).__name__})")
+
+
+def check_fetch_headers(headers: object) -> None:
+    """Refuse a ``headers=`` argument of ``fetch``/``stub.fetch`` that Pyodide cannot hand to
+    JavaScript: ``to_js`` converts a dict, list or tuple; anything else (an ``HTTPMessage``)
+    reaches the JS ``Headers`` constructor as a proxy, which on Cloudflare is a *fatal* Pyodide
+    error that aborts the isolate (observed on workerd). doemu raises its text instead."""
+    if not is_strict() or headers is None or isinstance(headers, list | tuple | dict | Headers):
+        return
+    raise hinted(
+        TypeError("Incorrect type: the provided value is not of type 'Sequence'."),
+        "on Cloudflare this is a fatal Pyodide error that kills the whole isolate (every "
+        f"request in flight fails); {_ADVICE} (got {type(headers).__name__})",
+    )

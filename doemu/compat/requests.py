@@ -11,12 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from http import HTTPMethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..jsboundary import is_strict
 from .bodies import BodyData, BodyMixin, body_data
-from .headers import TOKEN, Headers, HeadersInit, to_headers
+from .headers import (
+    TOKEN,
+    Headers,
+    HeadersInit,
+    check_fetch_headers,
+    check_headers_init,
+    http_message,
+    to_headers,
+)
 from .readable import ReadableStream
+
+if TYPE_CHECKING:
+    from .headers import HTTPMessageMapping
 
 __all__ = ["Request", "split_body"]
 
@@ -85,6 +97,8 @@ class Request(BodyMixin):
             )
         method = options.get("method")
         headers = options.get("headers")
+        if "headers" in options:  # even None: the SDK converts whatever was given
+            check_headers_init(headers)
         body = options.get("body")
         if isinstance(input, Request):
             url, base_method, base_headers = input._url, input._method, input._headers
@@ -154,6 +168,12 @@ class Request(BodyMixin):
                 copy._body = resource._body
                 resource._body_used = True
             return copy
+        if "headers" in options:  # fetch hands headers to JS through to_js, not the SDK's check
+            check_fetch_headers(options["headers"])
+            options = dict(options)
+            headers = options.pop("headers")
+            if headers is not None:
+                options["headers"] = to_headers(headers)
         return cls(resource, **options)
 
     def __repr__(self) -> str:
@@ -170,9 +190,10 @@ class Request(BodyMixin):
         return _HTTP_METHODS.get(self._method, self._method)
 
     @property
-    def headers(self) -> Headers:
-        """A copy, as on Cloudflare (where each access builds a new ``HTTPMessage``)."""
-        return self._headers.copy()
+    def headers(self) -> HTTPMessageMapping | Headers:
+        """A new ``http.client.HTTPMessage`` on each access, as on Cloudflare (changing it changes
+        nothing); a copy of doemu's :class:`Headers` under ``--lenient``."""
+        return http_message(self._headers) if is_strict() else self._headers.copy()
 
     @property
     def cf(self) -> Any:

@@ -14,14 +14,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..jsboundary import JsException
+from ..jsboundary import JsException, is_strict
 from .bodies import Body, BodyData, BodyMixin, body_data
-from .headers import Headers, HeadersInit, to_headers
+from .headers import (
+    Headers,
+    HeadersInit,
+    check_headers_init,
+    http_message,
+    to_headers,
+)
 from .readable import ReadableStream
 from .requests import split_body
 from .websocket import WebSocket
+
+if TYPE_CHECKING:
+    from .headers import HTTPMessageMapping
 
 __all__ = ["FetchResponse", "Response"]
 
@@ -81,9 +90,10 @@ class FetchResponse(BodyMixin):
         return self._status_text
 
     @property
-    def headers(self) -> Headers:
-        """A copy, as on Cloudflare (where each access builds a new ``HTTPMessage``)."""
-        return self._headers.copy()
+    def headers(self) -> HTTPMessageMapping | Headers:
+        """A new ``http.client.HTTPMessage`` on each access, as on Cloudflare (changing it changes
+        nothing); a copy of doemu's :class:`Headers` under ``--lenient``."""
+        return http_message(self._headers) if is_strict() else self._headers.copy()
 
     @property
     def ok(self) -> bool:
@@ -191,6 +201,8 @@ class FetchResponse(BodyMixin):
         headers: HeadersInit | None = None,
     ) -> Response:
         """A response whose body is ``json.dumps(data)`` (content-type ``application/json``)."""
+        if headers:  # the SDK looks at a truthy headers= only
+            check_headers_init(headers)
         merged = to_headers(headers)
         if not merged.has("content-type"):
             merged.set("content-type", "application/json")
@@ -234,7 +246,9 @@ class Response(FetchResponse):
                 raise _range_error("Responses with a WebSocket must have status code 101.")
         if status_text and any(ord(c) < 0x20 for c in status_text):
             raise TypeError("Invalid statusText")
-        merged = to_headers(headers)
+        if headers:  # the SDK looks at a truthy headers= only
+            check_headers_init(headers)
+        merged = to_headers(headers if headers else None)
         data = body_data(body, "Response", merged)
         if code in _NULL_BODY_STATUSES and data is not None:
             if isinstance(data, ReadableStream) or data:

@@ -193,13 +193,13 @@ class DoemuApp:
             body = await read_request_body(scope, receive, self.max_body)
             request = self._request(scope, body.data)
             assets = self.runtime.extra.assets
-            if assets is not None and assets.first(request.method, request.url, request.headers):
+            if assets is not None and assets.first(request.method, request.url, request._headers):
                 response = await assets.respond(request)  # [assets]: before the Worker
             else:
                 response = await self._dispatch(scope, request)
             if response._web_socket is not None:
                 _discard_server_end(response._web_socket)
-                response = _not_upgraded(request.headers)
+                response = _not_upgraded(request._headers)
         except HttpError as exc:
             response = _error_response(scope, exc)
         listen = receive if body is not None and body.complete else None
@@ -306,7 +306,7 @@ class DoemuApp:
             await _refuse(scope, send, _json_response(500, {"error": error_text(exc)}))
             return
         accept: Message = {"type": "websocket.accept"}
-        protocol = response.headers.get("sec-websocket-protocol")
+        protocol = response._headers.get("sec-websocket-protocol")
         if protocol:
             accept["subprotocol"] = protocol
         await send(accept)
@@ -390,7 +390,7 @@ def _discard_server_end(client: Any) -> None:
 async def _refuse(scope: Scope, send: Send, response: Response) -> None:
     """Refuse a WebSocket handshake with ``response``'s status and body where ASGI allows."""
     if "websocket.http.response" in scope.get("extensions", {}):
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response._headers.items()]
         await send(
             {"type": "websocket.http.response.start", "status": response.status, "headers": headers}
         )

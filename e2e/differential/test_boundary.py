@@ -396,3 +396,103 @@ def test_ids_compare_with_equals_and_are_unhashable(boundary: TargetServer, targ
         "hash": python_error("unhashable type: 'pyodide.ffi.JsProxy'"),
         "str": True,
     }
+
+
+# -- request.headers / response.headers -----------------------------------------------------------
+
+#: What ``/headers/*`` cases send: a repeated header arrives joined, as the JS ``Headers`` has it.
+SENT = [("X-Test", "a"), ("X-Dup", "1"), ("X-Dup", "2")]
+UNEXPECTED_HEADERS = python_error("Received unexpected type for headers argument")
+
+
+def headers_case(server: TargetServer, name: str) -> Any:
+    answer = httpx.get(f"{running(server).url}/headers/{name}", headers=SENT, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_request_headers_is_an_http_message(boundary: TargetServer, target: str) -> None:
+    """``request.headers`` is the SDK's HTTPMessageMapping (an ``http.client.HTTPMessage`` and a
+    ``Mapping``, not a dict), a new one per access (changing it changes nothing); reads are
+    case-insensitive, a missing name is None, a repeated header one joined value."""
+    assert headers_case(boundary, "type") == {
+        "mro": [
+            "HTTPMessageMapping",
+            *("HTTPMessage", "Message", "Mapping", "Collection", "Sized", "Iterable"),
+            *("Container", "object"),
+        ],
+        "http_message": True,
+        "mapping": True,
+        "dict": False,
+        "fresh_per_access": True,
+        "mutation_kept": None,
+        "get": ["a", "a", "a", None],
+        "get_default": "d",
+        "contains": [True, False],
+        "repeated": [["1, 2"], "1, 2"],
+        "keys": ["x-dup", "x-test"],
+        "items": [["x-dup", "1, 2"], ["x-test", "a"]],
+        "as_dict": {"x-dup": "1, 2", "x-test": "a"},
+        "equals_dict": True,
+    }
+
+
+def test_setting_a_header_adds_one(boundary: TargetServer, target: str) -> None:
+    """``h[name] = value`` twice gives two headers (email.message), over an existing one too;
+    ``del h[name]`` removes them all."""
+    assert headers_case(boundary, "setitem") == {
+        "set": [["1", "2"], "1"],
+        "over_existing": ["a", "again"],
+        "deleted": None,
+    }
+
+
+def test_request_refuses_an_http_message_as_headers(boundary: TargetServer, target: str) -> None:
+    """``Request(request, headers=request.headers)``: the SDK's TypeError (a tuple and None too);
+    a dict of it, its items as a list, a plain dict: accepted."""
+    assert headers_case(boundary, "request_arg") == {
+        "message": UNEXPECTED_HEADERS,
+        "message_new_url": UNEXPECTED_HEADERS,
+        "dict_of_it": {"raised": False, "value": "a"},
+        "pairs": {"raised": False, "value": "a"},
+        "dict": {"raised": False, "value": "d"},
+        "tuple": UNEXPECTED_HEADERS,
+        "none": UNEXPECTED_HEADERS,
+        "request_from_request": {"raised": False, "value": "a"},
+    }
+
+
+def test_response_refuses_an_http_message_as_headers(boundary: TargetServer, target: str) -> None:
+    """``Response("x", headers=response.headers)`` and ``Response.json``: the same TypeError; an
+    empty HTTPMessage passes (the SDK skips a falsy headers=); dict and list of pairs work."""
+    assert headers_case(boundary, "response_arg") == {
+        "message": UNEXPECTED_HEADERS,
+        "empty_message": {"raised": False, "value": None},
+        "dict_of_it": {"raised": False, "value": "1"},
+        "pairs": {"raised": False, "value": "1"},
+        "tuple": UNEXPECTED_HEADERS,
+        "json": UNEXPECTED_HEADERS,
+    }
+
+
+def test_response_headers_of_built_and_fetched_responses(
+    boundary: TargetServer, target: str
+) -> None:
+    """``response.headers`` is an HTTPMessage too, for a Response built in Python and for one
+    ``fetch`` returned: repeated values joined, each Set-Cookie its own header, a str body's
+    default content type."""
+    message = ["HTTPMessageMapping", "HTTPMessage", "Message"]
+    assert headers_case(boundary, "fetched") == {
+        "fetched": {
+            "mro": message,
+            "multi": ["1, 2"],
+            "cookies": ["a=1", "b=2"],
+            "content_type": "text/plain",
+        },
+        "built": {
+            "mro": message,
+            "multi": ["1, 2"],
+            "cookies": None,
+            "content_type": "text/plain;charset=UTF-8",
+        },
+    }

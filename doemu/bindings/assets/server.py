@@ -105,9 +105,9 @@ class AssetServer:
         content_type = _content_type(intent.file.name)
         if content_type is not None:
             headers["content-type"] = content_type
-        if request.headers.get("authorization") is None and request.headers.get("range") is None:
+        if request._headers.get("authorization") is None and request._headers.get("range") is None:
             headers["cache-control"] = CACHE_CONTROL
-        if (request.headers.get("if-none-match") or "") in (
+        if (request._headers.get("if-none-match") or "") in (
             headers["etag"],
             f"W/{headers['etag']}",
         ):

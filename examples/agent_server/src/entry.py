@@ -136,7 +136,7 @@ class Default(WorkerEntrypoint):
         if rest == "/ws":
             if (request.headers.get("upgrade") or "").lower() != "websocket":
                 return _error(426, "UPGRADE_REQUIRED", "/ws is a WebSocket: send an upgrade")
-            return await stub.fetch(target, headers=request.headers)
+            return await stub.fetch(target, headers=list(request.headers.items()))
         if request.method in ("GET", "HEAD"):
             return await stub.fetch(target, method=request.method)
         body = _body_for(session_id, rest, await request.text())

@@ -59,7 +59,9 @@ class Default(WorkerEntrypoint):
         namespace = self.env.AGENTS
         stub = namespace.get(namespace.idFromName(session_object_name(match["id"])))
         target = f"http://agent{match['rest']}" + (f"?{url.query}" if url.query else "")
+        # request.headers is an http.client.HTTPMessage, which fetch() cannot take: pass its pairs.
+        headers = list(request.headers.items())
         if request.method in ("GET", "HEAD"):
-            return await stub.fetch(target, method=request.method, headers=request.headers)
+            return await stub.fetch(target, method=request.method, headers=headers)
         body = await request.text()
-        return await stub.fetch(target, method=request.method, headers=request.headers, body=body)
+        return await stub.fetch(target, method=request.method, headers=headers, body=body)

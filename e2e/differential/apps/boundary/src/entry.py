@@ -7,17 +7,20 @@ and the answers are what Cloudflare's Python runtime makes of it.
 
     GET /do/<case>?name=N          a case run inside the Durable Object ``Probe`` named N
     GET /worker/<case>             a case run in the Default entry worker
+    GET /headers/<case>            a case about ``request.headers`` (it is given the request)
     GET /ws?name=N                 a hibernatable WebSocket of ``Probe`` N (see webSocketMessage)
 """
 
 import asyncio
+import http.client
 import json
+from collections.abc import Mapping
 from urllib.parse import parse_qs, urlsplit
 
 import workers
 from js import Object, WebSocketPair
 from pyodide.ffi import JsException, JsProxy, create_proxy, jsnull, to_js
-from workers import DurableObject, Response, WorkerEntrypoint
+from workers import DurableObject, Request, Response, WorkerEntrypoint
 
 #: How long each waitUntil job waits before writing its marker.
 JOB_DELAY = 0.05
@@ -271,6 +274,10 @@ class Default(WorkerEntrypoint):
         if parts[0] in ("do", "ws"):
             stub = self.env.PROBE.getByName(query.get("name", "probe"))
             return await stub.fetch(request)
+        if parts[0] == "headers" and len(parts) == 2:
+            handler = getattr(self, f"headers_{parts[1]}", None)
+            if handler is not None:
+                return await handler(request)
         if parts[0] == "worker" and len(parts) == 2:
             handler = getattr(self, f"case_{parts[1]}", None)
             if handler is not None:
@@ -325,3 +332,118 @@ class Default(WorkerEntrypoint):
 
         self.ctx.waitUntil(job())
         return {"handed": True}
+
+    # -- request.headers / response.headers ------------------------------------------------------
+    async def headers_type(self, request):
+        """What ``request.headers`` is: its type, a new copy per access, case-insensitive reads."""
+        h = request.headers
+        copy = request.headers
+        copy["x-added"] = "1"
+        return Response.json(
+            {
+                "mro": [c.__name__ for c in type(h).__mro__],
+                "http_message": isinstance(h, http.client.HTTPMessage),
+                "mapping": isinstance(h, Mapping),
+                "dict": isinstance(h, dict),
+                "fresh_per_access": request.headers is not request.headers,
+                "mutation_kept": request.headers.get("x-added"),
+                "get": [h.get("x-test"), h.get("X-TEST"), h["X-Test"], h["x-missing"]],
+                "get_default": h.get("x-missing", "d"),
+                "contains": ["X-TEST" in h, "x-missing" in h],
+                "repeated": [h.get_all("x-dup"), h["x-dup"]],
+                "keys": [k for k in h.keys() if k.startswith("x-")],
+                "items": [[k, v] for k, v in h.items() if k.startswith("x-")],
+                "as_dict": {k: v for k, v in dict(h).items() if k.startswith("x-")},
+                "equals_dict": h == dict(h),
+            }
+        )
+
+    async def headers_setitem(self, request):
+        """``h[name] = value`` adds a header (email.message), it does not replace one."""
+        h = request.headers
+        h["x-set"] = "1"
+        h["X-Set"] = "2"
+        h["x-test"] = "again"
+        del h["x-dup"]
+        return Response.json(
+            {
+                "set": [h.get_all("x-set"), h["x-set"]],
+                "over_existing": h.get_all("x-test"),
+                "deleted": h.get_all("x-dup"),
+            }
+        )
+
+    async def headers_request_arg(self, request):
+        """Which ``headers=`` values ``Request(...)`` takes."""
+        url = "http://example.com/"
+        h = request.headers
+
+        def build(headers):
+            return lambda: Request(url, headers=headers).headers.get("x-test")
+
+        return Response.json(
+            {
+                "message": attempt(lambda: kind(Request(request, headers=request.headers))),
+                "message_new_url": attempt(build(h)),
+                "dict_of_it": attempt(build(dict(h))),
+                "pairs": attempt(build(list(h.items()))),
+                "dict": attempt(build({"x-test": "d"})),
+                "tuple": attempt(build((("x-test", "t"),))),
+                "none": attempt(build(None)),
+                "request_from_request": attempt(lambda: Request(request).headers.get("x-test")),
+            }
+        )
+
+    async def headers_response_arg(self, request):
+        """Which ``headers=`` values ``Response(...)`` takes (a falsy one is not looked at)."""
+        built = Response("x", headers={"x-a": "1"})
+
+        def build(headers):
+            return lambda: Response("x", headers=headers).headers.get("x-a")
+
+        return Response.json(
+            {
+                "message": attempt(build(built.headers)),
+                "empty_message": attempt(build(http.client.HTTPMessage())),
+                "dict_of_it": attempt(build(dict(built.headers))),
+                "pairs": attempt(build(list(built.headers.items()))),
+                "tuple": attempt(build((("x-a", "t"),))),
+                "json": attempt(
+                    lambda: Response.json({}, headers=built.headers).headers.get("x-a")
+                ),
+            }
+        )
+
+    async def headers_echo(self, request):
+        """A response with repeated headers, for ``headers_fetched``."""
+        return Response(
+            "echo",
+            headers=[
+                ("x-multi", "1"),
+                ("x-multi", "2"),
+                ("set-cookie", "a=1"),
+                ("set-cookie", "b=2"),
+                ("content-type", "text/plain"),
+            ],
+        )
+
+    async def headers_fetched(self, request):
+        """``response.headers`` of a Response built here and of one ``fetch`` returned."""
+        origin = request.url.split("/headers/")[0]
+        fetched = await workers.fetch(f"{origin}/headers/echo")
+        built = Response("x", headers=[("x-multi", "1"), ("x-multi", "2")])
+
+        def seen(h):
+            return {
+                "mro": [c.__name__ for c in type(h).__mro__][:3],
+                "multi": h.get_all("x-multi"),
+                "cookies": h.get_all("set-cookie"),
+                "content_type": h.get("Content-Type"),
+            }
+
+        return Response.json(
+            {
+                "fetched": seen(fetched.headers),
+                "built": seen(built.headers),
+            }
+        )
