@@ -7,6 +7,7 @@ TypeScript SDK's names to these.
 The tree is the table of contents, layers top to bottom (a module imports only from below):
 
 * ``agent``, ``routing`` — the :class:`Agent` façade; ``route_agent_request`` for the Worker.
+* ``mcp_agent`` — :class:`McpAgent`, an MCP server with one agent per session.
 * ``fibers/``, ``schedules/``, ``queue``, ``rpc``, ``ops`` (the operation ledger of costly
   calls), ``usage`` (tokens and cost) — features the Agent owns, one object each, its public
   methods delegating to them.
@@ -50,6 +51,9 @@ from .fibers.types import FiberResolution as FiberResolution
 from .fibers.types import FiberSignal as FiberSignal
 from .fibers.types import FiberStatus as FiberStatus
 from .keepalive import KeepAlive as KeepAlive
+from .mcp.server import McpServer as McpServer
+from .mcp_agent import McpAgent as McpAgent
+from .mcp_agent import route_mcp_request as route_mcp_request
 from .ops import Operation as Operation
 from .ops import OperationDataError as OperationDataError
 from .ops import OperationError as OperationError
@@ -90,6 +94,8 @@ __all__ = [
     "FiberStatus",
     "InvalidMessageError",
     "KeepAlive",
+    "McpAgent",
+    "McpServer",
     "NotInFiberError",
     "Operation",
     "OperationDataError",
@@ -118,5 +124,6 @@ __all__ = [
     "js_object",
     "operation_id",
     "route_agent_request",
+    "route_mcp_request",
     "wait_until",
 ]
