@@ -4,7 +4,7 @@ Layers, top to bottom: ``agent`` (the object: sessions, state, the server's meth
 ``routing`` (the entry Worker: checks, session ids, forwarding). The protocol itself —
 JSON-RPC and the registry of tools, resources and prompts — is :mod:`agents.mcp.server`, below
 the ``Agent``; this package sits above it because ``McpAgent`` *is* an ``Agent``.
-``from agents.mcp import McpAgent`` works too (the TypeScript SDK's ``agents/mcp``).
+Import it from ``agents`` (``from agents import McpAgent``) or from here.
 """
 
 from __future__ import annotations
