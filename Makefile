@@ -1,6 +1,7 @@
 # Two entry points for a fresh clone with only python3 present:
 #   make dev   - venv, install doemu and what serving needs (no dev toolchain), serve the example
-#   make test  - venv (if missing), install with dev extras, run lint, types and the whole suite
+#   make test  - venv (if missing), install with dev extras, run lint, types, the docs build and
+#                the whole suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -9,7 +10,7 @@ BIN    := $(VENV)/bin
 SERVE  := $(VENV)/.installed
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: dev test lint typecheck unit e2e bench clean
+.PHONY: dev test lint typecheck docs unit e2e bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,17 +42,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml): strict, so a broken link, a missing anchor or a page left
+# out of the navigation fails the build (and `make test`). The site goes to .site/ (ignored).
+# Not --quiet: it hides the warnings, and strict mode then has nothing to fail on.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 unit: $(STAMP)
 	$(BIN)/pytest -q tests
 
 e2e: $(STAMP)
 	$(BIN)/pytest -q e2e
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck docs
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
 	bash bench/run.sh
 
 clean:
-	rm -rf $(VENV) .doemu .mypy_cache .ruff_cache
+	rm -rf $(VENV) .doemu .mypy_cache .ruff_cache .site

@@ -1,8 +1,8 @@
 """agents: durable, long-running AI agents on Cloudflare's Python Workers surface.
 
 A pure user of ``workers``/``js`` (never of doemu internals), so agents run on doemu locally and
-on Cloudflare unchanged. Start with :class:`Agent`; the README's "Durable agents" guide maps the
-TypeScript SDK's names to these.
+on Cloudflare unchanged. Start with :class:`Agent`; the documentation's "Durable agents" page
+(docs/agents.md) maps the TypeScript SDK's names to these.
 
 The tree is the table of contents, layers top to bottom (a module imports only from below):
 

@@ -168,6 +168,6 @@ def error_text(exc: BaseException) -> str:
 def not_emulated(owner: str, name: str, what: str) -> NotEmulatedError:
     """The error for ``owner.name``: Cloudflare has it (``what``), doemu does not."""
     return NotEmulatedError(
-        f"{owner}.{name} is a Cloudflare API that doemu does not emulate ({what}); see the "
-        "README's table of what is not emulated"
+        f"{owner}.{name} is a Cloudflare API that doemu does not emulate ({what}); see "
+        "docs/differences.md, the table of what is not emulated"
     )

@@ -1,6 +1,6 @@
-"""The README's runtime and agents snippets run as written (the WebSocket room, the researcher).
+"""The documentation's runtime and agents snippets run as written (the room, the researcher).
 
-Each block is taken from the README by the line that introduces it, compiled as its own module,
+Each block is taken from the docs pages by the line that introduces it, compiled as its own module,
 and driven through the in-process harness: the room's sockets are the client ends of real 101
 responses; the researcher's fiber runs to the end and leaves its state.
 """
@@ -16,17 +16,20 @@ from doemu.testing.plugin import HarnessFactory
 
 from .polling import eventually
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def snippet(after: str) -> types.ModuleType:
-    """The first ``python`` block after the line starting with ``after``, as a module."""
-    text = README.read_text(encoding="utf-8")
+    """The first ``python`` block after the line starting with ``after`` (on whichever page of
+    ``docs/`` has it), as a module."""
+    text = next(
+        t for p in sorted(DOCS.glob("*.md")) if after in (t := p.read_text(encoding="utf-8"))
+    )
     start = text.index(after)
     match = re.compile(r"^```python\n(.*?)^```$", re.M | re.S).search(text, start)
     assert match is not None, f"no python block after {after!r}"
     module = types.ModuleType(f"readme_{abs(hash(after))}")
-    exec(compile(match[1], f"README.md ({after})", "exec"), module.__dict__)
+    exec(compile(match[1], f"docs ({after})", "exec"), module.__dict__)
     return module
 
 

@@ -1,8 +1,8 @@
-"""The README's project snippets run as written, and match what ``doemu init`` writes.
+"""The documentation's project snippets run as written, and match what ``doemu init`` writes.
 
-A fenced block right after a ``<!-- file: PATH -->`` comment is a file of one project (the
-"Your own project" and "Testing your objects in-process" sections). The test writes every such
-block to ``PATH`` under ``tmp_path`` and runs ``pytest`` there in a subprocess, as a user who
+A fenced block right after a ``<!-- file: PATH -->`` comment is a file of one project (in
+``docs/getting-started.md``, "Your own project", and ``docs/testing.md``). The test writes every
+such block to ``PATH`` under ``tmp_path`` and runs ``pytest`` there in a subprocess, as a user who
 copied them would: their imports (``from entry import Counter``), the plugin's fixtures and async
 tests must all work with nothing else. Snippets of other sections are not marked and not run.
 """
@@ -22,26 +22,28 @@ from doemu.loader import load_worker, unload_user_modules
 from doemu.scaffold import TEMPLATE_FILES, write_project
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 SNIPPET = re.compile(r"^<!-- file: (?P<path>\S+) -->\n```[a-z]*\n(?P<body>.*?)^```$", re.M | re.S)
-# The two sections whose blocks are marked; each must contribute at least one file.
-SECTIONS = ("## Your own project", "## Testing your objects in-process")
+# The two pages whose blocks are marked; each must contribute at least one file.
+PAGES = ("getting-started.md", "testing.md")
 
 
-def readme_files() -> dict[str, str]:
-    text = README.read_text(encoding="utf-8")
-    files: dict[str, str] = {}
-    for match in SNIPPET.finditer(text):
-        assert match["path"] not in files, f"README: two blocks for {match['path']}"
-        files[match["path"]] = match["body"]
+def marked_blocks() -> dict[str, tuple[str, str]]:
+    """Every marked block of the documentation: its path -> (page, body)."""
+    files: dict[str, tuple[str, str]] = {}
+    for page in sorted(DOCS.glob("*.md")):
+        for match in SNIPPET.finditer(page.read_text(encoding="utf-8")):
+            assert match["path"] not in files, f"docs: two blocks for {match['path']}"
+            files[match["path"]] = (page.name, match["body"])
     return files
 
 
+def readme_files() -> dict[str, str]:
+    return {path: body for path, (_, body) in marked_blocks().items()}
+
+
 def section_of(path: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    at = text.index(f"<!-- file: {path} -->")
-    found = [s for s in SECTIONS if text.rfind(s, 0, at) != -1]
-    return max(found, key=lambda s: text.rfind(s, 0, at))
+    return marked_blocks()[path][0]
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -53,7 +55,7 @@ def write(root: Path, files: dict[str, str]) -> None:
 def test_each_section_has_runnable_snippets() -> None:
     files = readme_files()
     assert {"wrangler.toml", "src/entry.py", "tests/test_counter.py"} <= set(files)
-    assert {section_of(p) for p in files} == set(SECTIONS)
+    assert {section_of(p) for p in files} == set(PAGES)
 
 
 def test_the_readme_project_runs_as_written(tmp_path: Path) -> None:
