@@ -133,8 +133,8 @@ _SCRIPT = r"""
       for (const s of got.steps) {
         const result = s.error ? s.error.name + ": " + s.error.message : preview(s.value);
         steps.append(el("tr", { className: "wf-step", "data-name": s.name },
-          el("td", {}, s.kind), el("td", { className: "mono" }, s.name),
-          el("td", {}, s.state), el("td", {}, String(s.attempts)),
+          el("td", { className: "nowrap" }, s.kind), el("td", { className: "mono" }, s.name),
+          el("td", { className: "nowrap" }, s.state), el("td", {}, String(s.attempts)),
           el("td", {}, el("pre", { className: "wf-value" }, result)),
           el("td", { className: "nowrap" }, doemu.time(s.updated)),
           el("td", { className: "nowrap" }, doemu.time(s.wakeAt))));
