@@ -243,8 +243,11 @@ async def test_workflow_instances_paged_filtered_and_controlled(
     assert invalid.json()["error"] == "Workflow instance has invalid id"
     await control.advance(0)
 
+    await control.evict_all()
     listing = (await http.get(base)).json()
     assert listing["total"] == 4 and listing["count"] == 4
+    instances = runtime.extra.workflows["APPROVE"].namespace.hosts.values()
+    assert not any(host.live for host in instances)  # read from the files: nothing woke
     assert listing["statuses"] == {"waiting": 4}
     assert [i["id"] for i in listing["instances"]][1:] == ids[::-1]  # newest first
     page = (await http.get(f"{base}?limit=2&offset=2")).json()

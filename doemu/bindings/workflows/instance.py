@@ -99,17 +99,6 @@ class InstanceObject:
         output = None if row.output is None else clone.decode(row.output)
         return {"status": row.status, "error": row.error, "output": output}
 
-    def summary(self) -> dict[str, Any]:
-        """The admin API's line in a listing: the status and its times (no output or steps)."""
-        row = self._row()
-        return {
-            "id": row.id,
-            "status": row.status,
-            "created": row.created,
-            "started": row.started,
-            "ended": row.ended,
-        }
-
     def describe(self) -> dict[str, Any]:
         """The admin API's view: the status, times, params and every step."""
         row = self.records.instance()

@@ -95,18 +95,6 @@ class WorkflowService:
             out.append({"id": host.id.name, **view})
         return out
 
-    async def summaries(self) -> list[dict[str, Any]]:
-        """Every stored instance's id, status and times, newest first (the inspector pages
-        and filters this list)."""
-        out = []
-        for hex_id in self.stored_ids():
-            try:
-                out.append(await self.call_hex(hex_id, "summary"))
-            except Exception:  # a file with no instance row (a create cut off by a crash)
-                continue
-        out.sort(key=lambda view: (-float(view["created"]), str(view["id"])))
-        return out
-
 
 def _method(method: str, args: tuple[Any, ...]) -> Callable[[Any], Any]:
     def run(instance: Any) -> Any:
