@@ -16,11 +16,14 @@ Gateway, ``returnRawResponse``, ``models()`` and ``toMarkdown()`` are not emulat
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from ...compat.readable import stream_from_iterator
 from ...config.ai import AI_API_KEY_VAR, AiSettings
 from ..boundary import call, js_arguments, js_string, to_python
+from ..errors import BindingError
+from .calls import AiCall, CallLog
 from .errors import AiNotConfiguredError, InferenceUpstreamError
 from .shapes import (
     StreamTranslator,
@@ -34,6 +37,9 @@ from .shapes import (
 from .upstream import Endpoint
 
 __all__ = ["Ai", "api_key_from", "not_configured_text"]
+
+#: The record of the ``run()`` the current task is making (the endpoint reports its status).
+_current: ContextVar[AiCall | None] = ContextVar("doemu_ai_call", default=None)
 
 
 def not_configured_text(binding: str, model: str) -> str:
@@ -64,6 +70,8 @@ class Ai:
         #: The HTTP status of the last answer from the endpoint (``None`` before any, or when
         #: it could not be reached).
         self.lastRequestHttpStatusCode: int | None = None
+        #: The last calls (model, status, latency, tokens) for the admin API; never inputs.
+        self.calls = CallLog()
 
     def __repr__(self) -> str:  # never the key
         where = self.settings.base_url if self.settings is not None else "not configured"
@@ -71,6 +79,9 @@ class Ai:
 
     def _status(self, status: int | None) -> None:
         self.lastRequestHttpStatusCode = status
+        record = _current.get()
+        if record is not None:
+            record.status = status
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """``await env.AI.run(model, inputs, options?)`` (see the module docstring)."""
@@ -81,12 +92,30 @@ class Ai:
         return call(lambda: self._run(model, inputs, options))
 
     async def _run(self, model: str, inputs: Any, options: Any) -> Any:
+        stream = isinstance(inputs, Mapping) and inputs.get("stream") is True
+        record, started = self.calls.start(model, stream)
+        token = _current.set(record)  # this call's task: _status() fills in its HTTP status
+        try:
+            result = await self._answer(model, inputs, record)
+        except Exception as exc:
+            text = exc.message if isinstance(exc, BindingError) else f"{type(exc).__name__}: {exc}"
+            self.calls.finish(record, started, text)
+            raise
+        finally:
+            _current.reset(token)
+        usage = result.get("usage") if isinstance(result, Mapping) else None
+        tokens = dict(usage) if isinstance(usage, Mapping) else None
+        self.calls.finish(record, started, tokens=tokens)
+        return to_python(result) if isinstance(result, dict) else result
+
+    async def _answer(self, model: str, inputs: Any, record: AiCall) -> Any:
         endpoint, settings = self._endpoint, self.settings
         if endpoint is None or settings is None:
             raise AiNotConfiguredError(not_configured_text(self._binding, model))
         task = task_of(model, inputs)
         assert isinstance(inputs, Mapping)
         endpoint_model = settings.endpoint_model(model, task == "embeddings")
+        record.task, record.endpoint_model = task, endpoint_model
         if endpoint_model is None:
             default = "default_embedding_model" if task == "embeddings" else "default_model"
             raise InferenceUpstreamError(
@@ -98,11 +127,11 @@ class Ai:
             target = endpoint.target(model, endpoint_model, "/embeddings")
             body = embeddings_body(model, endpoint_model, inputs)
             answer = await endpoint.post_json(target, body)
-            return to_python(embeddings_output(model, answer, inputs.get("pooling")))
+            return embeddings_output(model, answer, inputs.get("pooling"))
         target = endpoint.target(model, endpoint_model, "/chat/completions")
         body = chat_body(model, endpoint_model, inputs)
         if inputs.get("stream") is not True:
-            return to_python(text_output(await endpoint.post_json(target, body)))
+            return text_output(await endpoint.post_json(target, body))
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
         events, close = await endpoint.open_stream(target, body)
         return stream_from_iterator(_workers_ai_events(events), on_cancel=close)

@@ -144,5 +144,70 @@ class QueueStore:
     def count(self) -> int:
         return int(self.file.conn.execute("SELECT count(*) FROM messages").fetchone()[0])
 
+    # -- what the admin API reads and does (the inspector's queue view) ------------------------
+    def counts(self, now: float) -> dict[str, int]:
+        """The backlog split: ``ready`` (deliverable now), ``delayed`` (a delay or a retry's wait
+        not over), ``inFlight`` (in a batch being delivered), and ``deadLetters``."""
+        ready, delayed, leased = self.file.conn.execute(
+            "SELECT coalesce(sum(leased = 0 AND visible_at <= ?), 0), "
+            "coalesce(sum(leased = 0 AND visible_at > ?), 0), coalesce(sum(leased), 0) "
+            "FROM messages",
+            (now, now),
+        ).fetchone()
+        dead = self.file.conn.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+        return {
+            "ready": int(ready),
+            "delayed": int(delayed),
+            "inFlight": int(leased),
+            "deadLetters": int(dead),
+        }
+
+    def dead_letter_page(self, limit: int, offset: int) -> list[tuple[dict[str, object], bytes]]:
+        """A page of dead letters, oldest death first: each one's fields and its body."""
+        rows = self.file.conn.execute(
+            "SELECT id, content_type, enqueued, attempts, died, moved_to, body FROM dead_letters "
+            "ORDER BY died, id LIMIT ? OFFSET ?",
+            (limit, offset),
+        ).fetchall()
+        keys = ("id", "contentType", "enqueued", "attempts", "died", "movedTo")
+        return [(dict(zip(keys, r[:6], strict=True)), bytes(r[6])) for r in rows]
+
+    def purge(self) -> int:
+        """Delete every message that waits (delivered batches settle as if acknowledged); the
+        dead letters stay. How many went."""
+        with self.file.write() as conn:
+            return int(conn.execute("DELETE FROM messages WHERE leased = 0").rowcount)
+
+    def replay(self, message_id: str, now: float) -> StoredMessage | None:
+        """Move the dead letter ``message_id`` back into this queue as a new delivery (attempts
+        from 0, ready now), in one transaction; None when there is no such dead letter."""
+        with self.file.write() as conn:
+            row = conn.execute(
+                "SELECT id, body, content_type, enqueued FROM dead_letters WHERE id = ?",
+                (message_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute("DELETE FROM dead_letters WHERE id = ?", (message_id,))
+            self._seq += 1
+            conn.execute(
+                "INSERT OR REPLACE INTO messages (id, seq, body, content_type, enqueued, "
+                "visible_at, attempts) VALUES (?, ?, ?, ?, ?, ?, 0)",
+                (row[0], self._seq, row[1], row[2], row[3], now),
+            )
+        return StoredMessage(row[0], bytes(row[1]), row[2], float(row[3]), 0)
+
+    def withdraw(self, message_id: str) -> str:
+        """Take a waiting message out (a dead letter's copy in its dead-letter queue, when it is
+        moved back): ``removed``, ``inFlight`` (left alone: a batch has it) or ``absent``."""
+        with self.file.write() as conn:
+            row = conn.execute("SELECT leased FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                return "absent"
+            if row[0]:
+                return "inFlight"
+            conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+            return "removed"
+
     def close(self) -> None:
         self.file.close()

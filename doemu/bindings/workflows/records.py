@@ -188,8 +188,8 @@ class Records:
         """Every step as the admin API shows it, in the order they were first reached."""
         out = []
         for r in self._rows(
-            "SELECT key, kind, name, seq, state, attempts, value, error, wake_at, event_type "
-            "FROM workflow_steps ORDER BY rowid"
+            "SELECT key, kind, name, seq, state, attempts, value, error, wake_at, event_type, "
+            "updated FROM workflow_steps ORDER BY rowid"
         ):
             value = _blob(r["value"])
             out.append(
@@ -203,6 +203,8 @@ class Records:
                     "error": _json(r["error"]),
                     "wakeAt": r["wake_at"],
                     "eventType": r["event_type"],
+                    # When its state last changed (a finished step: when it finished).
+                    "updated": r["updated"],
                 }
             )
         return out

@@ -274,71 +274,8 @@ class BindingRoutes:
         except NoScheduledHandler as exc:
             raise HttpError(404, str(exc)) from None
 
-    # -- workflows -------------------------------------------------------------------------------
-    async def workflows(self, request: Request) -> Response:
-        limit = int_query(request, "limit", 100) or 100
-        out = []
-        for binding, service in self.extra.workflows.items():
-            out.append(
-                {
-                    "binding": binding,
-                    "name": service.spec.name,
-                    "class_name": service.spec.class_name,
-                    "instances": jsonable(await service.describe_instances(limit)),
-                }
-            )
-        return JSONResponse(out)
-
-    async def workflow_instance(self, request: Request) -> Response:
-        binding = param(request, "binding")
-        service = self.extra.workflows.get(binding)
-        if service is None:
-            known = ", ".join(sorted(self.extra.workflows)) or "none"
-            raise HttpError(404, f"unknown Workflow binding {binding!r}; known: {known}")
-        instance_id = param(request, "id")
-        if not service.stored(instance_id):
-            raise HttpError(404, f"no instance {instance_id!r} of the workflow {service.spec.name}")
-        try:
-            view = await service.call(instance_id, "describe")
-        except BindingError as exc:
-            raise HttpError(404, exc.message) from None
-        return JSONResponse(jsonable(view))
-
-    # -- queues ----------------------------------------------------------------------------------
-    async def queues(self, request: Request) -> Response:
-        extra = self.extra
-        limit = int_query(request, "limit", 100) or 100
-        out = []
-        for name in extra.queue_names():
-            store = extra.queue_store(name)
-            consumer = extra.consumers.get(name)
-            out.append(
-                {
-                    "queue": name,
-                    "producers": [p.binding for p in extra.resources.producers if p.queue == name],
-                    "consumer": None
-                    if consumer is None
-                    else {
-                        "handler": consumer.handler_present,
-                        "max_batch_size": consumer.spec.max_batch_size,
-                        "max_batch_timeout": consumer.spec.max_batch_timeout,
-                        "max_retries": consumer.spec.max_retries,
-                        "retry_delay": consumer.spec.retry_delay,
-                        "dead_letter_queue": consumer.spec.dead_letter_queue,
-                        "delivered": consumer.delivered,
-                    },
-                    "backlog": store.count(),
-                    "messages": store.backlog(limit),
-                    "dead_letters": store.dead_letters(limit),
-                }
-            )
-        return JSONResponse(out)
-
     def routes(self) -> list[Route]:
         return [
-            Route("/queues", endpoint(self.queues)),
-            Route("/workflows", endpoint(self.workflows)),
-            Route("/workflows/{binding}/instances/{id}", endpoint(self.workflow_instance)),
             Route("/bindings", endpoint(self.bindings)),
             Route("/kv/{binding}/keys", endpoint(self.kv_keys)),
             Route(
@@ -426,27 +363,6 @@ BINDING_PATHS: dict[str, Any] = {
             params=[_BINDING, _KEY, {"name": "body", "in": "query", "schema": {"type": "string"}}],
         ),
         "delete": _op("Delete an R2 object", "Deleted", params=[_BINDING, _KEY]),
-    },
-    _API + "/queues": {
-        "get": _op(
-            "Each queue: its producers, consumer settings, backlog (messages waiting or in "
-            "flight, with attempts) and dead letters",
-            "Queues",
-        )
-    },
-    _API + "/workflows": {
-        "get": _op("Each workflow with its instances and their statuses", "Workflows")
-    },
-    _API + "/workflows/{binding}/instances/{id}": {
-        "get": _op(
-            "One workflow instance: status, params, output or error, and every step (state, "
-            "attempts, value, wake time)",
-            "Instance",
-            params=[
-                _BINDING,
-                {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
-            ],
-        )
     },
     _API + "/crons": {
         "get": _op(

@@ -1,7 +1,7 @@
 """The inspector's bindings views, their shared part: one registry of binding kinds, fed from
 ``GET /bindings`` on every refresh, and the helpers the kinds' sections share.
 
-Each kind of binding (KV, D1, R2, crons, services and assets; Queues and Workflows the same way)
+Each kind of binding (KV, D1, R2, crons, services and assets, Queues, Workflows, Workers AI)
 is a :class:`~.inspector_section.Section` of its own, in the ``overview`` slot: static markup
 with a ``<section id="bindings-…" hidden>`` holding a ``.binding-list``, and a script that calls
 ``doemu.bindingKind({...})``:

@@ -18,21 +18,25 @@ columns, rows)``, ``doemu.time(ms)``, ``doemu.showError(error)``, ``doemu.API`` 
 ``doemu.onObject`` (called with the opened object and the set of its SQL table names).
 :mod:`.inspector_agents` (an agent's state, schedules, fibers and chat transcript) is one. The
 bindings' views are kinds of :mod:`.inspector_bindings` (a module each: ``inspector_kv``,
-``inspector_d1``, ``inspector_r2``, ``inspector_crons``, ``inspector_services``), listed after
-the section they share.
+``inspector_d1``, ``inspector_r2``, ``inspector_crons``, ``inspector_services``,
+``inspector_queues``, ``inspector_workflows``, ``inspector_ai``), listed after the section they
+share.
 """
 
 from __future__ import annotations
 
 from .inspector_agents import AGENT_SECTION
+from .inspector_ai import AI_SECTION
 from .inspector_bindings import BINDINGS_SECTION
 from .inspector_crons import CRONS_SECTION
 from .inspector_d1 import D1_SECTION
 from .inspector_kv import KV_SECTION
+from .inspector_queues import QUEUES_SECTION
 from .inspector_r2 import R2_SECTION
 from .inspector_script import CORE_SCRIPT
 from .inspector_section import Section
 from .inspector_services import SERVICES_SECTION
+from .inspector_workflows import WORKFLOWS_SECTION
 
 __all__ = ["SECTIONS", "STYLE", "TEMPLATE", "Section", "assemble"]
 
@@ -45,6 +49,9 @@ SECTIONS: tuple[Section, ...] = (
     R2_SECTION,
     CRONS_SECTION,
     SERVICES_SECTION,
+    QUEUES_SECTION,
+    WORKFLOWS_SECTION,
+    AI_SECTION,
 )
 
 TEMPLATE = """<!doctype html>

@@ -34,6 +34,7 @@ from ...persist import object_file
 from ...runtime import Runtime
 from .access import AccessControl, error_response
 from .bindings import BINDING_PATHS, BindingRoutes
+from .durable import DURABLE_PATHS, DurableRoutes
 from .events import EventStream
 from .handlers import endpoint, int_query, json_body, param, sql_body
 from .inspector import InspectorGate
@@ -280,7 +281,8 @@ class AdminRoutes:
         return JSONResponse({"now": runtime.clock.now(), "manual": runtime.clock.manual})
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse({**OPENAPI, "paths": {**OPENAPI["paths"], **BINDING_PATHS}})
+        paths = {**OPENAPI["paths"], **BINDING_PATHS, **DURABLE_PATHS}
+        return JSONResponse({**OPENAPI, "paths": paths})
 
     def routes(self) -> list[Route]:
         obj = "/objects/{binding}/{object}"
@@ -325,7 +327,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def build_starlette(runtime: Runtime, token: str | None) -> Starlette:
     """The admin API's routes, access control and JSON error handling as a Starlette app."""
     return Starlette(
-        routes=[*AdminRoutes(runtime).routes(), *BindingRoutes(runtime).routes()],
+        routes=[
+            *AdminRoutes(runtime).routes(),
+            *BindingRoutes(runtime).routes(),
+            *DurableRoutes(runtime).routes(),
+        ],
         # The inspector page first: with a token it is served without one (see .inspector).
         middleware=[
             Middleware(InspectorGate, token=token),
