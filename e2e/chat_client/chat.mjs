@@ -6,7 +6,9 @@
 // Node 20 has no global WebSocket, so the `ws` package goes in through PartySocket's `WebSocket`
 // option (as in `e2e/node_client/client.mjs`).
 //
-// usage: node chat.mjs <host:port> <agent class> <instance name> <send|reload|clear|multi>
+// usage: node chat.mjs <host:port> <agent class> <instance name> <scenario>
+//   scenario: send|reload|clear|multi, or an approval one (README.md):
+//   approve|deny|ask|answer-approve|answer-deny
 // Prints ONE JSON line on stdout (README.md); everything else goes to stderr. Exit status 0 when
 // every check of the scenario held; 1 when one failed (the JSON line is still printed), on an
 // error, or after the 30 s watchdog; 2 on bad usage. No fixed sleeps: every wait polls observed
@@ -20,7 +22,8 @@ import { AgentClient } from "agents/client";
 import { useAgent } from "agents/react";
 import { useAgentChat } from "@cloudflare/ai-chat/react";
 
-const SCENARIOS = ["send", "reload", "clear", "multi"];
+const APPROVALS = ["approve", "deny", "ask", "answer-approve", "answer-deny"];
+const SCENARIOS = ["send", "reload", "clear", "multi", ...APPROVALS];
 const RESPONSE = "cf_agent_use_chat_response";
 const started = Date.now();
 
@@ -418,11 +421,172 @@ async function multiScenario() {
   };
 }
 
+// -- approval before a server tool runs ----------------------------------------------------------
+// The server's model calls a tool that needs approval: the reply ends with the tool part in
+// `approval-requested`. The hook's `addToolApprovalResponse({id, approved})` answers: it sends
+// `cf_agent_tool_approval {toolCallId, approved, autoContinue}` and resumes the server's
+// continuation through the stream-resume handshake, as in a browser.
+
+const isToolPart = (p) => p.type === "dynamic-tool" || String(p.type).startsWith("tool-");
+const toolParts = (c) => c.api.messages.flatMap((m) => m.parts.filter(isToolPart));
+const partOf = (c, callId) => toolParts(c).find((p) => p.toolCallId === callId);
+const TERMINAL = ["output-available", "output-denied", "output-error"];
+const approvalRequests = (c, id) =>
+  c
+    .responses(id)
+    .map(chunkOf)
+    .filter((chunk) => chunk?.type === "tool-approval-request");
+
+/** Send the prompt and wait for the reply to end waiting for an approval; the pending part. */
+async function askForApproval(c) {
+  const requestId = await send(c, "refund me");
+  await finish(c, requestId);
+  await until(`${c.label} shows a tool part waiting for approval`, () => {
+    return toolParts(c).some((p) => p.state === "approval-requested");
+  });
+  return { requestId, part: toolParts(c).find((p) => p.state === "approval-requested") };
+}
+
+/** Answer `part` through the hook and wait for the continuation to end on `c`. */
+async function answerApproval(c, part, approved) {
+  const from = c.frames.length;
+  await c.api.addToolApprovalResponse({ id: part.approval.id, approved });
+  await until(`${c.label} sends cf_agent_tool_approval`, () => {
+    return c.outbound().some(isType("cf_agent_tool_approval"));
+  });
+  await until(`${c.label} receives the continuation's done frame`, () => {
+    const after = c.frames.slice(from).filter((f) => f.dir === "in").map((f) => f.frame);
+    const error = after.find((f) => f.type === RESPONSE && f.error);
+    if (error) fail(`${c.label}: the continuation ended with an error: ${JSON.stringify(error)}`);
+    return after.some((f) => f.type === RESPONSE && f.done);
+  });
+  // The done frame is seen on the socket before the hook has applied the stream: wait until it
+  // renders the continuation's text too (a denied part is settled by the approval alone).
+  const continued = c.frames
+    .slice(from)
+    .filter((f) => f.dir === "in")
+    .map((f) => chunkOf(f.frame))
+    .filter((chunk) => chunk?.type === "text-delta")
+    .map((chunk) => chunk.delta)
+    .join("");
+  await until(`${c.label} renders the settled tool part and the continuation`, () => {
+    const last = c.api.messages.at(-1);
+    const shown = last?.role === "assistant" && textOf(last).endsWith(continued);
+    const settled = TERMINAL.includes(partOf(c, part.toolCallId)?.state);
+    return settled && shown && c.api.status === "ready";
+  });
+  return continued;
+}
+
+/** The same transcript: ids, roles, and each part's type, state, text and output. */
+function same(stored, rendered) {
+  const shape = (messages) =>
+    JSON.stringify(
+      messages.map((m) => [
+        m.id,
+        m.role,
+        m.parts.map((p) => [p.type, p.state ?? null, p.text ?? null, p.output ?? null]),
+      ]),
+    );
+  return shape(stored) === shape(rendered);
+}
+
+function approvalChecks(c, part, approved, stored) {
+  const sent = c.outbound().filter(isType("cf_agent_tool_approval"));
+  const settled = partOf(c, part.toolCallId);
+  const storedPart = stored
+    .flatMap((m) => m.parts)
+    .find((p) => isToolPart(p) && p.toolCallId === part.toolCallId);
+  const assistants = c.api.messages.filter((m) => m.role === "assistant");
+  return {
+    sentOneApproval:
+      sent.length === 1 &&
+      sent[0].toolCallId === part.toolCallId &&
+      sent[0].approved === approved &&
+      sent[0].autoContinue === true,
+    partSettled: settled?.state === (approved ? "output-available" : "output-denied"),
+    approvalRecorded: settled?.approval?.id === part.approval.id && settled?.approval?.approved === approved,
+    serverAgrees: storedPart?.state === settled?.state && same(stored, c.api.messages),
+    oneAssistantMessage: assistants.length === 1,
+    endedReady: c.api.status === "ready",
+  };
+}
+
+/** One tab: ask, then answer (approve or deny) in the same session. */
+async function approvalScenario(approved) {
+  const a = await mountSettled("A");
+  const { requestId, part } = await askForApproval(a);
+  const asked = view(a.api.messages);
+  const requests = approvalRequests(a, requestId);
+  const continued = await answerApproval(a, part, approved);
+  const stored = await getMessages(a);
+  return {
+    requestId,
+    toolCallId: part.toolCallId,
+    continued,
+    askedMessages: asked,
+    client: report(a),
+    getMessages: stored,
+    checks: {
+      oneApprovalRequest: requests.length === 1 && requests[0].toolCallId === part.toolCallId,
+      ...approvalChecks(a, part, approved, stored),
+    },
+  };
+}
+
+/** Only ask: the reply ends waiting for the approval, and the server stored it so. */
+async function askScenario() {
+  const a = await mountSettled("A");
+  const { requestId, part } = await askForApproval(a);
+  const stored = await getMessages(a);
+  const storedPart = stored.flatMap((m) => m.parts).find((p) => p.toolCallId === part.toolCallId);
+  return {
+    requestId,
+    toolCallId: part.toolCallId,
+    client: report(a),
+    getMessages: stored,
+    checks: {
+      oneApprovalRequest: approvalRequests(a, requestId).length === 1,
+      storedWaiting: storedPart?.state === "approval-requested",
+      endedReady: a.api.status === "ready",
+    },
+  };
+}
+
+/** A new tab on a chat that waits for an approval (e.g. after a restart): it loads the
+ * transcript, shows the pending part and answers it. */
+async function answerScenario(approved) {
+  const a = await mountSettled("A");
+  await until("A shows the stored tool part waiting for approval", () => {
+    return toolParts(a).some((p) => p.state === "approval-requested");
+  });
+  const part = toolParts(a).find((p) => p.state === "approval-requested");
+  const asked = view(a.api.messages);
+  const continued = await answerApproval(a, part, approved);
+  const stored = await getMessages(a);
+  return {
+    toolCallId: part.toolCallId,
+    continued,
+    askedMessages: asked,
+    client: report(a),
+    getMessages: stored,
+    checks: {
+      ...approvalChecks(a, part, approved, stored),
+      sentNoChatRequest: !a.outbound().some(isType("cf_agent_use_chat_request")),
+    },
+  };
+}
+
 const scenarios = {
   send: sendScenario,
   reload: reloadScenario,
   clear: clearScenario,
   multi: multiScenario,
+  approve: () => approvalScenario(true),
+  deny: () => approvalScenario(false),
+  ask: askScenario,
+  "answer-approve": () => answerScenario(true),
+  "answer-deny": () => answerScenario(false),
 };
 const result = await scenarios[scenario]();
 step = "unmount";
