@@ -34,6 +34,8 @@ def test_run_alarm_clock_kv_and_tail_through_the_cli(
     4. ``tail`` printed the object's construction and its alarm as they happened."""
     server = dev_server(counter_project, "--clock", "manual")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOEMU_")}
+    # Started with SIGINT ignored, as a background job of a non-interactive shell (a CI runner)
+    # starts it: Ctrl-C must still stop it (it followed forever, and this test hung, in CI).
     tail = subprocess.Popen(
         [sys.executable, "-m", "doemu", "tail", "--format", "json", "--url", server.url],
         cwd=server.project,
@@ -41,6 +43,7 @@ def test_run_alarm_clock_kv_and_tail_through_the_cli(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     events: list[dict[str, Any]] = []
     notices: list[str] = []

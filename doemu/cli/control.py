@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -197,6 +198,10 @@ def _offline_kv(
 def tail(target: _Target, output: str) -> None:
     """Print the server's events as they happen (Ctrl-C stops): lifecycle events (constructed,
     evicted, reset, alarm.fired, alarm.retried, alarm.dropped), requests and log lines."""
+    # Ctrl-C (SIGINT) is how it stops, also when it was started from a context that ignores
+    # SIGINT (a background job of a non-interactive shell, a CI runner): Python then installs
+    # no KeyboardInterrupt handler, and the command would follow forever.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         for kind, event in target.client.events():
             if kind == "connected":  # on stderr: stdout stays one event per line
