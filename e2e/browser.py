@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 
 __all__ = ["CHROMIUM_NAMES", "WITHIN_MS", "browser", "find_chromium"]
 
@@ -53,3 +56,47 @@ def browser() -> Iterator[Browser]:
             yield launched
         finally:
             launched.close()
+
+
+@dataclass
+class Dialogs:
+    """A page's confirms: each message kept, each accepted unless told to refuse the next."""
+
+    seen: list[str] = field(default_factory=list)
+    refuse_next: bool = False
+
+    def answer(self, dialog: Dialog) -> None:
+        self.seen.append(dialog.message)
+        if self.refuse_next:
+            self.refuse_next = False
+            dialog.dismiss()
+        else:
+            dialog.accept()
+
+
+@contextmanager
+def inspector_pages(
+    browser: Browser, url: str, token: str, dialogs: Dialogs, ready: str
+) -> Iterator[Callable[..., Page]]:
+    """Opens the inspector at ``url`` (``open_page(width)``), connected to its event stream and
+    showing ``ready``; every page's confirms go to ``dialogs``. On exit the pages close, and no
+    page may have thrown a JavaScript error."""
+    contexts: list[Any] = []
+    errors: list[str] = []
+
+    def open_page(width: int = 1280) -> Page:
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        contexts.append(context)
+        new = context.new_page()
+        new.set_default_timeout(WITHIN_MS)
+        new.on("pageerror", lambda error: errors.append(str(error)))
+        new.on("dialog", dialogs.answer)
+        new.goto(f"{url}/__doemu/#token={token}")
+        expect(new.locator("#stream")).to_have_text("events: connected")
+        expect(new.locator(ready).first).to_be_visible()
+        return new
+
+    yield open_page
+    for context in contexts:
+        context.close()
+    assert errors == [], errors

@@ -15,17 +15,16 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Dialog, Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from doemu.testing.fake_providers import FakeLLM, Reply, Text
 
-from .browser import WITHIN_MS
+from .browser import Dialogs, inspector_pages
 from .browser import browser as browser  # the fixture: one Debian Chromium for the module
 from .harness import DevServer
 
@@ -99,22 +98,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[D
         started.kill()
 
 
-@dataclass
-class Dialogs:
-    """The page's confirms: each message kept, each accepted unless told to refuse the next."""
-
-    seen: list[str] = field(default_factory=list)
-    refuse_next: bool = False
-
-    def answer(self, dialog: Dialog) -> None:
-        self.seen.append(dialog.message)
-        if self.refuse_next:
-            self.refuse_next = False
-            dialog.dismiss()
-        else:
-            dialog.accept()
-
-
 @pytest.fixture
 def dialogs() -> Dialogs:
     return Dialogs()
@@ -122,25 +105,10 @@ def dialogs() -> Dialogs:
 
 @pytest.fixture
 def page(browser: Browser, server: DevServer, dialogs: Dialogs) -> Iterator[Callable[..., Page]]:
-    contexts: list[Any] = []
-    errors: list[str] = []
-
-    def open_page(width: int = 1280) -> Page:
-        context = browser.new_context(viewport={"width": width, "height": 900})
-        contexts.append(context)
-        new = context.new_page()
-        new.set_default_timeout(WITHIN_MS)
-        new.on("pageerror", lambda error: errors.append(str(error)))
-        new.on("dialog", dialogs.answer)
-        new.goto(f"{server.url}/__doemu/#token={TOKEN}")
-        expect(new.locator("#stream")).to_have_text("events: connected")
-        expect(new.locator("#bindings-queues .binding").first).to_be_visible()
-        return new
-
-    yield open_page
-    for context in contexts:
-        context.close()
-    assert errors == [], errors
+    with inspector_pages(
+        browser, server.url, TOKEN, dialogs, "#bindings-queues .binding"
+    ) as open_page:
+        yield open_page
 
 
 def _panel(shown: Page, kind: str, key: str) -> Locator:
