@@ -23,6 +23,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from doemu.testing.fake_providers import FakeLLM, Reply, Text
+from doemu.testing.fake_providers.gate import poll
 
 from .browser import Dialogs, inspector_pages
 from .browser import browser as browser  # the fixture: one Debian Chromium for the module
@@ -44,6 +45,10 @@ def _api(server: DevServer, method: str, path: str, **kw: Any) -> Any:
 
 def _advance(server: DevServer, ms: float) -> None:
     _api(server, "POST", "/clock", json={"advance_ms": ms})
+
+
+def _status(server: DevServer, instance: str) -> str:
+    return str(_api(server, "GET", f"/workflows/APPROVALS/instances/{instance}")["status"])
 
 
 def _queue(server: DevServer, name: str) -> dict[str, Any]:
@@ -297,7 +302,14 @@ def test_workflow_create_event_and_controls(
     event.get_by_label("event type").fill("approve")
     event.get_by_label("event payload").fill('{"answer": "yes"}')
     event.get_by_role("button", name="Send event").click()
-    _advance(server, 0)
+
+    # The page posts the event on its own time: move the (manual) clock until the instance,
+    # as the API reports it, has taken the event and finished; only then read the page.
+    def completed() -> bool:
+        _advance(server, 0)
+        return _status(server, new) == "complete"
+
+    poll(completed, timeout=15, what=f"instance {new} to complete after the page sent its event")
     _refresh(shown)
     expect(flow.locator(".wf-instance-status")).to_have_text("complete")
     expect(flow.locator("pre.wf-output")).to_have_text(
