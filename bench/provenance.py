@@ -28,12 +28,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CODE", "problems", "state"]
+__all__ = ["CODE", "REPORT", "problems", "state"]
 
 REPO = Path(__file__).resolve().parent.parent
 #: What a benchmark measures: the runtime, the agents library, the bench's own apps and clients,
 #: and what decides how they are installed and run.
 CODE = ("doemu", "agents", "bench", "pyproject.toml", "setup.py", "Makefile")
+#: The report's own code: it reads the results and writes BENCHMARKS.md, it is not measured, so a
+#: change to how a sitting is judged or worded may re-summarize that sitting (``run.sh
+#: --summarize``) without a new one. Git pathspecs, excluded from :data:`CODE`.
+REPORT = (
+    ":(exclude)bench/summarize.py",
+    ":(exclude)bench/targets.py",
+    ":(exclude)bench/provenance.py",
+)
 
 
 def _git(*args: str, repo: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -45,7 +53,7 @@ def _git(*args: str, repo: Path = REPO) -> subprocess.CompletedProcess[str]:
 def state(repo: Path = REPO) -> dict[str, Any]:
     """The commit checked out and the measured paths with uncommitted changes (or untracked)."""
     head = _git("rev-parse", "HEAD", repo=repo)
-    status = _git("status", "--porcelain", "--untracked-files=all", "--", *CODE, repo=repo)
+    status = _git("status", "--porcelain", "--untracked-files=all", "--", *CODE, *REPORT, repo=repo)
     dirty = [line[3:] for line in status.stdout.splitlines()] if status.returncode == 0 else []
     return {"commit": head.stdout.strip() if head.returncode == 0 else None, "dirty": dirty}
 
@@ -69,7 +77,7 @@ def problems(measured: dict[str, Any], repo: Path = REPO) -> list[str]:
                 f"commit {commit[:12]}: the report would describe code this tree does not have"
             )
         else:
-            changed = _git("diff", "--name-only", commit, "HEAD", "--", *CODE, repo=repo)
+            changed = _git("diff", "--name-only", commit, "HEAD", "--", *CODE, *REPORT, repo=repo)
             if changed.stdout.strip():
                 files = changed.stdout.split()
                 out.append(

@@ -602,7 +602,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def _judge(kind: str, threshold: float, value: float | None) -> bool | None:
     if value is None:
         return None
-    if kind == "max":
+    if kind in ("max", "ratio_max"):
         return value <= threshold
     return value >= threshold  # ratio_min and min
 
@@ -629,7 +629,7 @@ def _worst(kind: str, values: list[Any]) -> float | None:
     nums = [v for v in (_number(x) for x in values) if v is not None]
     if not nums:
         return None
-    return max(nums) if kind == "max" else min(nums)
+    return max(nums) if kind in ("max", "ratio_max") else min(nums)
 
 
 def compute(results: Path) -> dict[str, Any]:
@@ -706,15 +706,14 @@ def compute(results: Path) -> dict[str, Any]:
     targets = []
     for rid, kind, threshold, text in TARGETS:
         row = rows[rid]
-        value = row.get("ratio") if kind == "ratio_min" else row["doemu"]
-        per_round = row.get("round_ratios", []) if kind == "ratio_min" else row["doemu_runs"]
+        relative = kind.startswith("ratio")  # judged as doemu / workerd
+        value = row.get("ratio") if relative else row["doemu"]
+        per_round = row.get("round_ratios", []) if relative else row["doemu_runs"]
         worst = _worst(kind, per_round)
         ours = _judge(kind, threshold, worst)  # the worst round, not the median (see render)
         sh = row.get("shared") or {}
-        value_shared = sh.get("ratio_shared") if kind == "ratio_min" else sh.get("doemu_shared")
-        shared_rounds = (
-            sh.get("ratio_shared_runs") if kind == "ratio_min" else sh.get("doemu_shared_runs")
-        )
+        value_shared = sh.get("ratio_shared") if relative else sh.get("doemu_shared")
+        shared_rounds = sh.get("ratio_shared_runs") if relative else sh.get("doemu_shared_runs")
         worst_shared = _worst(kind, shared_rounds or [value_shared])
         theirs = _judge(kind, threshold, worst_shared) if sh else None
         # met only if every harness that measured the row finds it met
@@ -983,7 +982,7 @@ def _target_cells(t: dict[str, Any], rows: dict[str, Any]) -> str:
     row, th = rows[t["row"]], t["threshold"]
     if t["value"] is None:
         return "n/a"
-    if t["kind"] == "ratio_min":
+    if t["kind"].startswith("ratio"):
         val = f"{_near(t['value'], th)}× workerd ({_near(t['worst'], th)}×)"
     else:
         d = row["digits"]
@@ -1001,7 +1000,7 @@ def _target_shared(t: dict[str, Any], rows: dict[str, Any]) -> str:
     if t["value_shared"] is None:
         return ""
     row, th = rows[t["row"]], t["threshold"]
-    if t["kind"] == "ratio_min":
+    if t["kind"].startswith("ratio"):
         vsh = f"{_near(t['value_shared'], th)}× workerd ({_near(t['worst_shared'], th)}×)"
     else:
         d = row["digits"]
@@ -1317,6 +1316,7 @@ def _findings(s: dict[str, Any], profiles: dict[str, Any]) -> str:
     out = ["## Findings: every missed target\n"]
     if not s["misses"]:
         out.append("Every target is met.\n")
+    shown: set[str] = set()  # a row judged by two targets gets its profile and advice once
     for t in s["targets"]:
         if t["met"] is not False:
             continue
@@ -1345,6 +1345,10 @@ def _findings(s: dict[str, Any], profiles: dict[str, Any]) -> str:
                 f"{fmt(sh['workerd_shared'], row['digits'])} ({rs})"
             )
         out.append(line + ".\n")
+        if t["row"] in shown:
+            out.append("Profile and what would close it: as for the target above on this row.\n")
+            continue
+        shown.add(t["row"])
         for p in profiles.get(t["row"], []):
             if "see" in p:
                 out.append("Profile: the same code path as the next WebSocket row; see there.\n")

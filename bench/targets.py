@@ -8,7 +8,8 @@ from __future__ import annotations
 
 __all__ = ["ADVICE", "TARGETS"]
 
-# (row id, kind, threshold, text). kind "ratio_min": doemu/workerd >= threshold; "max"/"min":
+# (row id, kind, threshold, text). kind "ratio_min"/"ratio_max": doemu/workerd >= / <=
+# threshold (a time row's ratio is doemu's time over workerd's, lower is better); "max"/"min":
 # the doemu value itself. Judged on the worst round (bench/summarize.py): the lowest per-round
 # ratio (each round's doemu run against the same round's workerd run), the highest value under a
 # ceiling, the lowest above a floor; the median is shown beside it. doemu is the
@@ -41,6 +42,13 @@ TARGETS: list[tuple[str, str, float, str]] = [
         "RSS after 10,000 objects are evicted ≤ 1.1× the fresh server's",
     ),
     ("restart", "max", 0.10, "restart after SIGKILL to first successful read ≤ 0.10 s"),
+    (
+        "restart",
+        "ratio_max",
+        1.5,
+        "restart after SIGKILL to first successful read ≤ 1.5× workerd's",
+    ),
+    ("start_ready", "ratio_max", 1.5, "start to first ping (fresh state) ≤ 1.5× workerd's"),
     ("stash_turn", "min", 20000.0, "stash() ≥ 20,000/s"),
     ("startup_ready", "max", 1.0, "100,000-object start-up: ready ≤ 1 s"),
     (
@@ -198,6 +206,12 @@ ADVICE: dict[str, str] = {
         "libraries). What would close the rest: a resident parent process that forks a "
         "pre-imported server on restart, or a start-up that imports only the storage layer "
         "before the first request."
+    ),
+    "start_ready": (
+        "a fresh start is the restart row's path without state to open: interpreter start-up "
+        "and the imports of the serving process, then the first request constructing one "
+        "object; the restart row's profile and import-time split apply unchanged (see the "
+        "restart target)."
     ),
     "stash_turn": (
         "each step of the fiber is `self.stash()` (the snapshot serialised with `json.dumps`, "
