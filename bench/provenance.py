@@ -34,13 +34,15 @@ REPO = Path(__file__).resolve().parent.parent
 #: What a benchmark measures: the runtime, the agents library, the bench's own apps and clients,
 #: and what decides how they are installed and run.
 CODE = ("doemu", "agents", "bench", "pyproject.toml", "setup.py", "Makefile")
-#: The report's own code: it reads the results and writes BENCHMARKS.md, it is not measured, so a
-#: change to how a sitting is judged or worded may re-summarize that sitting (``run.sh
-#: --summarize``) without a new one. Git pathspecs, excluded from :data:`CODE`.
+#: The report's own code (it reads the results and writes BENCHMARKS.md) and the bench's README:
+#: neither is measured, so a change to how a sitting is judged, worded or documented may
+#: re-summarize that sitting (``run.sh --summarize``) without a new one. Git pathspecs, excluded
+#: from :data:`CODE`.
 REPORT = (
     ":(exclude)bench/summarize.py",
     ":(exclude)bench/targets.py",
     ":(exclude)bench/provenance.py",
+    ":(exclude)bench/README.md",
 )
 
 
