@@ -327,6 +327,8 @@ async def test_the_admin_api_lists_instances_and_shows_steps(tmp_path: Any) -> N
                     "binding": "PIPE",
                     "name": "pipeline",
                     "class_name": "Pipeline",
+                    "total": 1,
+                    "statuses": {"waiting": 1},
                     "instances": [
                         {"id": "seen", "status": "waiting", "error": None, "output": None}
                     ],

@@ -5,7 +5,8 @@
 * :mod:`.instance`: that object: control methods, and the alarm that drives the run;
 * :mod:`.runner` and :mod:`.step`: one replay of ``run(event, step)``, the engine's side and
   the ``step`` the user's code sees;
-* :mod:`.records`: the rows an instance keeps; :mod:`.durations`: durations and step configs.
+* :mod:`.records`: the rows an instance keeps; :mod:`.listing`: those rows read from the files
+  for a listing, waking no instance; :mod:`.durations`: durations and step configs.
 """
 
 from __future__ import annotations

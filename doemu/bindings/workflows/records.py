@@ -10,7 +10,10 @@ row here, written through the object's storage so it commits with the turn (and 
 * ``workflow_steps``: one row per ``step.do`` / ``sleep`` / ``wait_for_event`` the run reached,
   keyed by kind, name and how many times the run met that name (``do:fetch:1``): a finished
   step's value (encoded with :mod:`doemu.clone`, the structured-clone rules) or error, its
-  attempts so far, and when it wakes (a sleep's end, a retry, a wait's deadline);
+  attempts so far, when it wakes (a sleep's end, a retry, a wait's deadline), and its
+  ``position``: the order in which the run first reached it, given when the row is first written
+  and kept by every later write (an upsert updates the row in place), so the steps list in
+  execution order (Cloudflare's ``asc``, oldest first) however often a step is written again;
 * ``workflow_events``: every event ``sendEvent`` delivered, in order, and which wait took it.
 """
 
@@ -24,16 +27,20 @@ from ... import clone
 
 __all__ = ["EventRow", "InstanceRow", "Records", "StepRow"]
 
+_POSITION = "position INTEGER NOT NULL DEFAULT 0"
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS workflow_instance (id TEXT PRIMARY KEY, status TEXT NOT NULL, "
     "params BLOB, created REAL, started REAL, ended REAL, output BLOB, error TEXT, "
     "generation INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS workflow_steps (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
     "name TEXT NOT NULL, seq INTEGER NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL "
-    "DEFAULT 0, value BLOB, error TEXT, wake_at REAL, event_type TEXT, updated REAL)",
+    f"DEFAULT 0, value BLOB, error TEXT, wake_at REAL, event_type TEXT, updated REAL, {_POSITION})",
     "CREATE TABLE IF NOT EXISTS workflow_events (seq INTEGER PRIMARY KEY, type TEXT NOT NULL, "
     "payload BLOB, timestamp REAL NOT NULL, taken_by TEXT)",
 )
+#: Run after the tables exist and are migrated (the index names the column a migration adds).
+_INDEXES = ("CREATE INDEX IF NOT EXISTS workflow_steps_position ON workflow_steps (position)",)
 
 
 @dataclass
@@ -86,6 +93,21 @@ class Records:
         self._sql = sql
         for statement in _SCHEMA:
             sql.exec(statement)
+        self._migrate()
+        for statement in _INDEXES:
+            sql.exec(statement)
+
+    def _migrate(self) -> None:
+        """Bring a file written by an older doemu up to this schema, in the same turn.
+
+        Before ``position``, steps were listed by rowid, which ``INSERT OR REPLACE`` renumbered
+        on every write; the rowid is still the best record of their order such a file has, so
+        it seeds the new column (a finished run's list reads as it did; a running one's next
+        steps follow its last)."""
+        columns = {str(r["name"]) for r in self._rows("PRAGMA table_info(workflow_steps)")}
+        if "position" not in columns:
+            self._sql.exec(f"ALTER TABLE workflow_steps ADD COLUMN {_POSITION}")
+            self._sql.exec("UPDATE workflow_steps SET position = rowid")
 
     def _rows(self, query: str, *params: Any) -> list[Any]:
         return list(self._sql.exec(query, *params).toArray())
@@ -168,9 +190,17 @@ class Records:
         )
 
     def put_step(self, row: StepRow, now: float) -> None:
+        """Write the step's row: a new step goes after every step reached before it; a step
+        written again is updated in place and keeps its position."""
         self._sql.exec(
-            "INSERT OR REPLACE INTO workflow_steps (key, kind, name, seq, state, attempts, value, "
-            "error, wake_at, event_type, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO workflow_steps (key, kind, name, seq, position, state, attempts, value, "
+            "error, wake_at, event_type, updated) VALUES (?, ?, ?, ?, "
+            "(SELECT coalesce(max(position), 0) + 1 FROM workflow_steps), "
+            "?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET state = excluded.state, "
+            "attempts = excluded.attempts, value = excluded.value, error = excluded.error, "
+            "wake_at = excluded.wake_at, event_type = excluded.event_type, "
+            "updated = excluded.updated",
             row.key,
             row.kind,
             row.name,
@@ -185,11 +215,11 @@ class Records:
         )
 
     def steps(self) -> list[dict[str, Any]]:
-        """Every step as the admin API shows it, in the order they were first reached."""
+        """Every step as the admin API shows it, in the order the run first reached them."""
         out = []
         for r in self._rows(
             "SELECT key, kind, name, seq, state, attempts, value, error, wake_at, event_type, "
-            "updated FROM workflow_steps ORDER BY rowid"
+            "updated FROM workflow_steps ORDER BY position, key"
         ):
             value = _blob(r["value"])
             out.append(

@@ -10,7 +10,8 @@ start-up restores them as it restores every alarm.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,6 +20,7 @@ from ...config.bindings import WorkflowBinding
 from ...persist import object_file, workflow_dir, workflow_key
 from ..entry import EntryHost
 from .instance import InstanceObject
+from .listing import InstanceOutcome, InstanceSummary, read_outcomes, read_summaries
 
 __all__ = ["WorkflowHost", "WorkflowService"]
 
@@ -76,24 +78,18 @@ class WorkflowService:
         host = self._host(instance_id)
         return await host.call("rpc", _method(method, args))
 
-    async def call_hex(self, hex_id: str, method: str, *args: Any) -> Any:
-        host = self.namespace.host_by_hex(hex_id)
-        return await host.call("rpc", _method(method, args))
-
     def stored_ids(self) -> list[str]:
         return list(self.namespace.stored_ids())
 
-    async def describe_instances(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Every stored instance (up to ``limit``) with its status, for the admin API."""
-        out = []
-        for hex_id in self.stored_ids()[:limit]:
-            try:
-                view = await self.call_hex(hex_id, "status")
-            except Exception:  # a file with no instance row (a create cut off by a crash)
-                continue
-            host = self.namespace.host_by_hex(hex_id)
-            out.append({"id": host.id.name, **view})
-        return out
+    async def summaries(self) -> list[InstanceSummary]:
+        """Every stored instance's status and times, newest first, read from the files: no
+        instance is constructed or woken (see :mod:`.listing`)."""
+        return await asyncio.to_thread(read_summaries, self.directory, self.stored_ids())
+
+    async def outcomes(self, hex_ids: Sequence[str]) -> dict[str, InstanceOutcome]:
+        """The error and output of these instances (by object id), read as :meth:`summaries`
+        reads their statuses."""
+        return await asyncio.to_thread(read_outcomes, self.directory, list(hex_ids))
 
 
 def _method(method: str, args: tuple[Any, ...]) -> Callable[[Any], Any]:

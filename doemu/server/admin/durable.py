@@ -1,19 +1,20 @@
 """The admin API's routes for durable work beyond one object: Queues, Workflows, Workers AI.
 
 Reads come from the bindings' own stores and objects (a queue's file, an instance's rows, the AI
-binding's ring of recent calls) and change nothing. Actions go through the bindings as user
-code's calls do: a test message is sent by a producer with Cloudflare's limits and texts, an
-instance is created, paused, resumed, terminated, restarted or sent an event through the
-Workflow binding with the engine's errors. The two actions user code has no call for are a
-queue's purge (what ``wrangler queues purge`` does) and moving a dead letter back into its queue
-(a replay), each one transaction on the queue's file.
+binding's ring of recent calls) and change nothing; listing a workflow's instances reads their
+files and constructs no instance (:mod:`doemu.bindings.workflows.listing`). Actions go through
+the bindings as user code's calls do: a test message is sent by a producer with Cloudflare's
+limits and texts, an instance is created, paused, resumed, terminated, restarted or sent an
+event through the Workflow binding with the engine's errors. The two actions user code has no
+call for are a queue's purge (what ``wrangler queues purge`` does) and moving a dead letter back
+into its queue (a replay), each one transaction on the queue's file.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import sqlite3
+from collections import Counter
 from typing import Any
 
 from starlette.requests import Request
@@ -25,9 +26,9 @@ from ...bindings import BindingError, WorkerBindings
 from ...bindings.queues import Queue
 from ...bindings.workflows import Workflow, WorkflowService
 from ...bindings.workflows.binding import WorkflowInstance
-from ...errors import DoemuError, HttpError
-from ...inspection.readers import jsonable, read_sql
-from ...persist import object_file
+from ...bindings.workflows.listing import InstanceSummary
+from ...errors import HttpError
+from ...inspection.readers import jsonable
 from ...runtime import Runtime
 from .handlers import endpoint, int_query, json_body, param
 from .openapi import _ARRAY, _op
@@ -67,24 +68,9 @@ def body_preview(data: bytes, content_type: str) -> dict[str, Any]:
     }
 
 
-async def _summaries(service: WorkflowService) -> list[dict[str, Any]]:
-    """Every stored instance's id, status and times, newest first, read from the instances'
-    files beside them (as the objects' read-only SQL is): listing wakes no instance, so the
-    inspector's refreshes construct nothing. A file with no instance row yet (a create cut off
-    by a crash) is left out."""
-    out = []
-    for hex_id in service.stored_ids():
-        try:
-            got = await read_sql(
-                object_file(service.directory, hex_id),
-                "SELECT id, status, created, started, ended FROM workflow_instance LIMIT 1",
-            )
-        except (sqlite3.Error, DoemuError):  # no table yet: the object's first turn is going
-            continue
-        if got["rows"]:
-            out.append(dict(zip(got["columns"], got["rows"][0], strict=True)))
-    out.sort(key=lambda view: (-float(view["created"]), str(view["id"])))
-    return out
+def _tally(summaries: list[InstanceSummary]) -> dict[str, int]:
+    """How many instances have each status (only the statuses some instance has)."""
+    return dict(Counter(s.status for s in summaries))
 
 
 class DurableRoutes:
@@ -254,15 +240,36 @@ class DurableRoutes:
         return service, instance_id
 
     async def workflows(self, request: Request) -> Response:
+        """Each workflow, the tally of its instances' statuses (Cloudflare's list of workflows
+        counts them the same way) and its newest ``limit`` instances with ``status()``'s
+        fields, all read from the instances' files: listing wakes no instance."""
         limit = int_query(request, "limit", 100) or 100
         out = []
         for binding, service in self.extra.workflows.items():
+            every = await service.summaries()
+            page = every[:limit]
+            outcomes = await service.outcomes([s.hex_id for s in page])
+            instances = []
+            for summary in page:
+                outcome = outcomes.get(summary.hex_id)
+                if outcome is None:  # restarted or removed between the two reads
+                    continue
+                instances.append(
+                    {
+                        "id": summary.id,
+                        "status": summary.status,
+                        "error": outcome.error,
+                        "output": outcome.output,
+                    }
+                )
             out.append(
                 {
                     "binding": binding,
                     "name": service.spec.name,
                     "class_name": service.spec.class_name,
-                    "instances": jsonable(await service.describe_instances(limit)),
+                    "total": len(every),
+                    "statuses": _tally(every),
+                    "instances": jsonable(instances),
                 }
             )
         return JSONResponse(out)
@@ -276,20 +283,17 @@ class DurableRoutes:
             raise HttpError(400, f"status {status!r} is not one of {', '.join(STATUSES)}")
         limit = min(int_query(request, "limit", 50) or 50, 1000)
         offset = int_query(request, "offset", 0)
-        every = await _summaries(service)
-        statuses: dict[str, int] = {}
-        for view in every:
-            statuses[view["status"]] = statuses.get(view["status"], 0) + 1
-        chosen = [v for v in every if status is None or v["status"] == status]
+        every = await service.summaries()
+        chosen = [s for s in every if status is None or s.status == status]
         return JSONResponse(
             {
                 "binding": binding,
                 "name": service.spec.name,
                 "total": len(every),
                 "count": len(chosen),
-                "statuses": statuses,
+                "statuses": _tally(every),
                 "offset": offset,
-                "instances": chosen[offset : offset + limit],
+                "instances": [s.view() for s in chosen[offset : offset + limit]],
                 "now": self.runtime.clock.now(),
             }
         )
@@ -448,7 +452,14 @@ DURABLE_PATHS: dict[str, Any] = {
         )
     },
     _API + "/workflows": {
-        "get": _op("Each workflow with its instances and their statuses", "Workflows")
+        "get": _op(
+            "Each workflow: how many instances have each status (statuses, total) and its "
+            "newest instances (at most limit, default 100) with status, error and output, read "
+            "from their files (no instance wakes)",
+            "Workflows",
+            schema=_ARRAY,
+            params=[{"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+        )
     },
     _API + "/workflows/{binding}/instances": {
         "get": _op(
