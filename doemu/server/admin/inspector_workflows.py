@@ -81,7 +81,7 @@ _SCRIPT = r"""
         params),
       el("p", { className: "actions" }, el("button", { type: "submit" }, "Create"))));
     frame.node.append(filter, tally, doemu.scroll(list), pages, opened, create);
-    const view = { status: "", offset: 0, open: null };
+    const view = { status: "", offset: 0, open: null, draft: null };
 
     async function load() {
       const query = new URLSearchParams({ limit: String(PAGE), offset: String(view.offset) });
@@ -152,6 +152,15 @@ _SCRIPT = r"""
         placeholder: "e.g. approval" });
       const payload = el("textarea", { name: "payload", rows: "2",
         "aria-label": "event payload", placeholder: "optional JSON" });
+      // The panel re-renders on every lifecycle event: what the user is typing into the event
+      // form survives it (kept per instance), or a refresh between typing and Send would post
+      // an empty form.
+      const draft = view.draft && view.draft.id === id ? view.draft : { id, type: "", payload: "" };
+      view.draft = draft;
+      type.value = draft.type;
+      payload.value = draft.payload;
+      type.addEventListener("input", () => { draft.type = type.value; });
+      payload.addEventListener("input", () => { draft.payload = payload.value; });
       const event = el("form", { className: "wf-event" }, el("fieldset", {},
         el("legend", {}, "Send an event"),
         el("div", { className: "grid" }, el("label", {}, "type"), type,
@@ -214,6 +223,7 @@ _SCRIPT = r"""
         frame.error.textContent = "Could not send the event: " + error.message;
         return;
       }
+      view.draft = null;  // sent: the next render shows an empty form
       await doemu.reloadBindings();
     }
 
