@@ -1,6 +1,8 @@
-"""Pieces shared by bench/load.py and bench/micro.py: server control, process-tree RSS and CPU,
-a minimal keep-alive HTTP/1.1 client, the wrk runner, percentiles (the WebSocket client is in
-bench/wsclient.py).
+"""Pieces shared by the bench clients (bench/load.py, bench/micro.py and the others): server
+control, process-tree RSS and CPU, a minimal keep-alive HTTP/1.1 client, the wrk runner,
+percentiles (the WebSocket client is in bench/wsclient.py), and what the rows of doemu beside
+Miniflare (bench/bindingsload.py, bench/durableload.py) run them with: the variants, their
+servers on fresh state, interleaved runs and the medians of their results.
 
 The clients are deliberately small asyncio protocols (no aiohttp): their per-request overhead is
 a few tens of microseconds, so latency rows measure the server, not the client. Every loop is
@@ -9,6 +11,7 @@ bounded by a count and by wall time; only loopback targets are accepted.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -17,16 +20,18 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
 READY_NAME = "__bench_ready__"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def log(*parts: object) -> None:
@@ -527,8 +532,10 @@ async def closed_loop(
     seconds: float,
     max_requests: int = 500_000,
     server_pid: int | None = None,
+    body_fn: Callable[[int], bytes] | None = None,
 ) -> dict[str, Any]:
-    """The asyncio fallback when wrk is missing: ``concurrency`` workers, back to back."""
+    """``concurrency`` workers, back to back (the asyncio fallback when wrk is missing, and the
+    client of rows with request bodies: ``body_fn(i)``, else none)."""
     lat: list[float] = []
     errors = 0
     issued = 0
@@ -543,7 +550,8 @@ async def closed_loop(
                 issued += 1
                 t = time.perf_counter()
                 try:
-                    status, _ = await client.request(method, path_fn(i))
+                    body = b"" if body_fn is None else body_fn(i)
+                    status, _ = await client.request(method, path_fn(i), body)
                 except (TimeoutError, OSError, HttpError):
                     errors += 1
                     continue
@@ -578,3 +586,109 @@ async def closed_loop(
             else None
         ),
     }
+
+
+# ------------------------------------------------------------------------ doemu beside Miniflare
+#: The variants of the rows beside Miniflare: doemu at power durability (the one judged), doemu
+#: at process durability, and Miniflare (what ``wrangler dev`` runs).
+PEER_VARIANTS = ("doemu", "doemu_process", "miniflare")
+PEER_LABELS = {
+    "doemu": "doemu (power)",
+    "doemu_process": "doemu (process)",
+    "miniflare": "Miniflare",
+}
+#: The bench apps' readiness probe (``bench/app/*`` and ``bench/peer-bindings`` answer it alike).
+PING = f"/obj/{READY_NAME}/ping"
+
+
+def peer_command(variant: str, port: int, state: Path, *, app: str, peer: str) -> str:
+    """The shell command serving ``bench/app/<app>`` on ``doemu dev`` (at the durability the
+    variant names), or ``bench/peer-bindings/<peer>`` on Miniflare; its state persisted in
+    ``state``."""
+    if variant == "miniflare":
+        return f"node {REPO}/bench/peer-bindings/{peer} {port} {state}"
+    durability = "power" if variant == "doemu" else "process"
+    return (
+        f"{REPO}/.venv/bin/doemu dev --config {REPO}/bench/app/{app}/wrangler.toml "
+        f"--port {port} --persist-to {state} --durability {durability} --log-level warning"
+    )
+
+
+def start_fresh(command: Callable[[int, Path], str], work: Path, name: str) -> Server:
+    """The server ``command(port, state)`` started on a free port with fresh state (the folder
+    ``work/<name>``, emptied first), its output in ``work/<name>.log``."""
+    port = free_port()
+    state = work / name
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(parents=True)
+    server = Server(command(port, state), port, log_path=work / f"{name}.log")
+    server.start()
+    return server
+
+
+async def wait_pinged(server: Server, interval: float) -> float:
+    """Seconds until ``server`` answers :data:`PING` (a new connection for every probe, one
+    each ``interval`` s, 60 s at most; a server that exits fails at once)."""
+    return await HttpClient(server.port).wait_ready(PING, 60.0, interval, proc=server)
+
+
+def peer_arguments(description: str) -> argparse.ArgumentParser:
+    """The command line every row beside Miniflare takes; the caller adds its own sizes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(PEER_VARIANTS))
+    parser.add_argument("--summarize-only", action="store_true")
+    return parser
+
+
+async def run_peers(
+    args: argparse.Namespace,
+    prefix: str,
+    run_variant: Callable[[str, int, argparse.Namespace], Awaitable[dict[str, Any]]],
+    summarize: Callable[[Path], str],
+) -> None:
+    """Every chosen variant ``args.runs`` times (``run_variant(variant, run, args)``), interleaved
+    run by run (who goes first rotates), each result in ``<prefix>-<variant>-<run>.json``; then
+    the section ``summarize`` makes of them in ``<prefix>.md``, all in ``args.results``."""
+    args.results.mkdir(parents=True, exist_ok=True)
+    chosen = tuple(v for v in PEER_VARIANTS if v in args.variants.split(","))
+    if not args.summarize_only:
+        if not chosen:
+            sys.exit(f"{prefix}: --variants names none of {', '.join(PEER_VARIANTS)}")
+        if "miniflare" in chosen and shutil.which("node") is None:
+            sys.exit(f"{prefix}: node is required for the Miniflare peer")
+        for run in range(1, args.runs + 1):
+            shift = run % len(chosen)
+            for variant in chosen[shift:] + chosen[:shift]:
+                result = await run_variant(variant, run, args)
+                path = args.results / f"{prefix}-{variant}-{run}.json"
+                path.write_text(json.dumps(result, indent=1))
+    section = args.results / f"{prefix}.md"
+    section.write_text(summarize(args.results))
+    log(f"wrote {section}")
+
+
+def load_peer_runs(results: Path, prefix: str) -> dict[str, list[dict[str, Any]]]:
+    """Every ``<prefix>-<variant>-<run>.json`` in ``results``, by variant."""
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in PEER_VARIANTS}
+    for path in sorted(results.glob(f"{prefix}-*.json")):
+        data = json.loads(path.read_text())
+        runs[data["variant"]].append(data)
+    return runs
+
+
+def row_values(
+    runs: dict[str, list[dict[str, Any]]], variant: str, row: str, key: str
+) -> list[Any]:
+    """``key`` of ``row`` in each run of ``variant`` that has the row (``None`` where missing)."""
+    return [r["rows"][row].get(key) for r in runs[variant] if row in r["rows"]]
+
+
+def row_median(
+    runs: dict[str, list[dict[str, Any]]], variant: str, row: str, key: str
+) -> float | None:
+    """The median of :func:`row_values` that are not ``None``; ``None`` when there is none."""
+    found = [v for v in row_values(runs, variant, row, key) if v is not None]
+    return statistics.median(found) if found else None

@@ -29,27 +29,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import shutil
-import statistics
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib import HttpClient, HttpError, Server, free_port, latency_ms, log, tree_cpu_s
+from benchlib import (
+    PEER_LABELS,
+    PEER_VARIANTS,
+    HttpClient,
+    closed_loop,
+    load_peer_runs,
+    log,
+    peer_arguments,
+    peer_command,
+    row_median,
+    run_peers,
+    start_fresh,
+    wait_pinged,
+)
 
-REPO = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
-VARIANTS = ("doemu", "doemu_process", "miniflare")
-LABELS = {
-    "doemu": "doemu (power)",
-    "doemu_process": "doemu (process)",
-    "miniflare": "Miniflare",
-}
 #: (row, label, method, path(i), body(i), concurrency, judged against Miniflare)
-ROWS: list[tuple[str, str, str, Callable[[int], str], Callable[[int], bytes], int, bool]] = [
+Row = tuple[str, str, str, Callable[[int], str], Callable[[int], bytes], int, bool]
+ROWS: list[Row] = [
     ("kv_get", "KV get (c=16)", "GET", lambda i: f"/kv/get?k=key-{i % 100}",
      lambda i: b"", 16, True),
     ("kv_put", "KV put, 100 B (c=16)", "POST", lambda i: f"/kv/put?k=new-{i}",
@@ -66,30 +68,7 @@ ROWS: list[tuple[str, str, str, Callable[[int], str], Callable[[int], bytes], in
 
 
 def command(variant: str, port: int, state: Path) -> str:
-    if variant == "miniflare":
-        return f"node {REPO}/bench/peer-bindings/serve.mjs {port} {state}"
-    durability = "power" if variant == "doemu" else "process"
-    return (
-        f"{REPO}/.venv/bin/doemu dev --config {REPO}/bench/app/bindings/wrangler.toml "
-        f"--port {port} --persist-to {state} --durability {durability} --log-level warning"
-    )
-
-
-async def wait_ready(port: int, deadline_s: float = 60.0) -> None:
-    client = HttpClient(port, timeout=2)
-    deadline = time.monotonic() + deadline_s
-    try:
-        while time.monotonic() < deadline:
-            try:
-                status, _ = await client.request("GET", "/obj/__bench_ready__/ping")
-                if status == 200:
-                    return
-            except (OSError, TimeoutError, HttpError):
-                pass
-            await asyncio.sleep(0.05)
-    finally:
-        client.close()
-    raise RuntimeError(f"no server answered on port {port} within {deadline_s} s")
+    return peer_command(variant, port, state, app="bindings", peer="serve.mjs")
 
 
 async def seed(port: int) -> None:
@@ -106,76 +85,26 @@ async def seed(port: int) -> None:
         client.close()
 
 
-async def closed_loop(
-    port: int,
-    method: str,
-    path: Callable[[int], str],
-    body: Callable[[int], bytes],
-    concurrency: int,
-    seconds: float,
-    server_pid: int,
-) -> dict[str, Any]:
-    """``concurrency`` clients back to back for ``seconds``: rps, latency, errors, server CPU."""
-    latencies: list[float] = []
-    errors = 0
-    issued = 0
-    deadline = time.perf_counter() + seconds
-
-    async def client_loop() -> None:
-        nonlocal errors, issued
-        client = HttpClient(port, timeout=30)
-        try:
-            while time.perf_counter() < deadline:
-                i = issued
-                issued += 1
-                started = time.perf_counter()
-                try:
-                    status, _ = await client.request(method, path(i), body(i))
-                except (TimeoutError, OSError, HttpError):
-                    errors += 1
-                    continue
-                if status == 200:
-                    latencies.append(time.perf_counter() - started)
-                else:
-                    errors += 1
-        finally:
-            client.close()
-
-    cpu0 = tree_cpu_s(server_pid)
-    t0 = time.perf_counter()
-    await asyncio.gather(*(client_loop() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - t0
-    cpu1 = tree_cpu_s(server_pid)
-    return {
-        "rps": round(len(latencies) / elapsed, 1),
-        "ok": len(latencies),
-        "errors": errors,
-        **latency_ms(latencies),
-        "server_cpu_pct": round(100 * (cpu1 - cpu0) / elapsed, 1),
-    }
+async def measure(port: int, pid: int, row: Row, seconds: float) -> dict[str, Any]:
+    """One row's closed loop: its concurrency of clients back to back for ``seconds``."""
+    _row, _label, method, path, body, concurrency, _judged = row
+    return await closed_loop(
+        lambda: HttpClient(port, timeout=30), method, path, concurrency, seconds,
+        server_pid=pid, body_fn=body,
+    )  # fmt: skip
 
 
-async def run_variant(
-    variant: str, run: int, work: Path, warmup: float, duration: float
-) -> dict[str, Any]:
-    port = free_port()
-    state = work / f"bindings-{variant}-{run}"
-    shutil.rmtree(state, ignore_errors=True)
-    state.mkdir(parents=True)
-    server = Server(command(variant, port, state), port, log_path=work / f"{variant}-{run}.log")
-    server.start()
+async def run_variant(variant: str, run: int, args: argparse.Namespace) -> dict[str, Any]:
+    server = start_fresh(lambda port, state: command(variant, port, state), args.work,
+                         f"bindings-{variant}-{run}")  # fmt: skip
     try:
-        await wait_ready(port)
-        await seed(port)
+        await wait_pinged(server, 0.05)
+        await seed(server.port)
         rows: dict[str, Any] = {}
-        for row, _label, method, path, body, concurrency, _judged in ROWS:
-            await closed_loop(port, method, path, body, concurrency, warmup, server.pid)
-            rows[row] = await closed_loop(
-                port, method, path, body, concurrency, duration, server.pid
-            )
-            log(
-                f"{variant} run {run} {row}: {rows[row]['rps']} req/s, p50 {rows[row]['p50_ms']} ms"
-            )
+        for row in ROWS:
+            await measure(server.port, server.pid, row, args.warmup)
+            rows[row[0]] = found = await measure(server.port, server.pid, row, args.duration)
+            log(f"{variant} run {run} {row[0]}: {found['rps']} req/s, p50 {found['p50_ms']} ms")
         return {"variant": variant, "run": run, "cmd": server.cmd, "rows": rows}
     finally:
         server.stop()
@@ -183,17 +112,12 @@ async def run_variant(
 
 def summarize(results: Path) -> str:
     """The BENCHMARKS.md section from every ``bindings-*.json`` in ``results``."""
-    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
-    for path in sorted(results.glob("bindings-*.json")):
-        data = json.loads(path.read_text())
-        runs[data["variant"]].append(data)
+    runs = load_peer_runs(results, "bindings")
     if not any(runs.values()):
         return ""
 
     def med(variant: str, row: str, key: str) -> float | None:
-        values = [r["rows"][row][key] for r in runs[variant] if row in r["rows"]]
-        values = [v for v in values if v is not None]
-        return statistics.median(values) if values else None
+        return row_median(runs, variant, row, key)
 
     out = [
         "## Bindings: KV, D1 and R2 beside Miniflare (phase k)\n",
@@ -209,7 +133,7 @@ def summarize(results: Path) -> str:
     ]
     for row, label, *_rest, judged in ROWS:
         cells = []
-        for variant in VARIANTS:
+        for variant in PEER_VARIANTS:
             rps, p50 = med(variant, row, "rps"), med(variant, row, "p50_ms")
             cells.append("—" if rps is None else f"{rps:,.0f} ({p50:.2f})")
         ratios = []
@@ -220,38 +144,23 @@ def summarize(results: Path) -> str:
         met = "—" if not judged or ratios[0] is None else ("yes" if ratios[0] >= 1.0 else "no")
         out.append(f"| {label} | {' | '.join(cells)} | {' | '.join(shown)} | {met} |")
     errors = {
-        v: sum(r["rows"][row]["errors"] for r in runs[v] for row in r["rows"]) for v in VARIANTS
+        v: sum(r["rows"][row]["errors"] for r in runs[v] for row in r["rows"])
+        for v in PEER_VARIANTS
     }
     out.append("")
     out.append(
         "Errors (non-200 answers or failed requests) over every row and run: "
-        + ", ".join(f"{LABELS[v]} {errors[v]}" for v in VARIANTS)
+        + ", ".join(f"{PEER_LABELS[v]} {errors[v]}" for v in PEER_VARIANTS)
         + ".\n"
     )
     return "\n".join(out) + "\n"
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, required=True)
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=3)
+    parser = peer_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--summarize-only", action="store_true")
-    args = parser.parse_args()
-    args.results.mkdir(parents=True, exist_ok=True)
-    if not args.summarize_only:
-        if shutil.which("node") is None:
-            sys.exit("bindingsload: node is required for the Miniflare peer")
-        for run in range(1, args.runs + 1):
-            order = VARIANTS[run % 3 :] + VARIANTS[: run % 3]  # rotate who goes first
-            for variant in order:
-                result = await run_variant(variant, run, args.work, args.warmup, args.duration)
-                path = args.results / f"bindings-{variant}-{run}.json"
-                path.write_text(json.dumps(result, indent=1))
-    (args.results / "bindings.md").write_text(summarize(args.results))
-    log(f"wrote {args.results / 'bindings.md'}")
+    await run_peers(parser.parse_args(), "bindings", run_variant, summarize)
 
 
 if __name__ == "__main__":

@@ -42,22 +42,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
-import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import HttpClient, HttpError, Server, free_port, log, tree_cpu_s
+from benchlib import (
+    PEER_LABELS,
+    PEER_VARIANTS,
+    HttpClient,
+    HttpError,
+    Server,
+    load_peer_runs,
+    log,
+    peer_arguments,
+    peer_command,
+    row_median,
+    row_values,
+    run_peers,
+    start_fresh,
+    tree_cpu_s,
+    wait_pinged,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-VARIANTS = ("doemu", "doemu_process", "miniflare")
-LABELS = {
-    "doemu": "doemu (power)",
-    "doemu_process": "doemu (process)",
-    "miniflare": "Miniflare",
-}
 BATCH = 100  # messages per sendBatch, and the consumer's max_batch_size on both servers
 PRODUCERS = 4
 CREATORS = 16
@@ -67,34 +73,7 @@ POLL_S = 0.005
 
 
 def command(variant: str, port: int, state: Path) -> str:
-    if variant == "miniflare":
-        return f"node {REPO}/bench/peer-bindings/durable-serve.mjs {port} {state}"
-    durability = "power" if variant == "doemu" else "process"
-    return (
-        f"{REPO}/.venv/bin/doemu dev --config {REPO}/bench/app/durable/wrangler.toml "
-        f"--port {port} --persist-to {state} --durability {durability} --log-level warning"
-    )
-
-
-async def ping(port: int) -> bool:
-    client = HttpClient(port, timeout=2)
-    try:
-        status, _ = await client.request("GET", "/obj/__bench_ready__/ping")
-        return status == 200
-    except (OSError, TimeoutError, HttpError):
-        return False
-    finally:
-        client.close()
-
-
-async def wait_ready(port: int, deadline_s: float = 60.0) -> float:
-    """Seconds until the readiness probe answered."""
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < deadline_s:
-        if await ping(port):
-            return time.perf_counter() - t0
-        await asyncio.sleep(POLL_S)
-    raise RuntimeError(f"no server answered on port {port} within {deadline_s} s")
+    return peer_command(variant, port, state, app="durable", peer="durable-serve.mjs")
 
 
 async def get_json(client: HttpClient, path: str) -> Any:
@@ -269,7 +248,7 @@ async def wake_row(server: Server, port: int) -> dict[str, Any]:
     await asyncio.sleep(max(0.0, created + SLEEP_MS / 1000 + 0.5 - time.time()))
     started_wall = time.time()
     server.start()
-    ready_s = await wait_ready(port)
+    ready_s = await wait_pinged(server, POLL_S)
     woke = None
     probe = HttpClient(port, timeout=5)
     try:
@@ -293,19 +272,12 @@ async def wake_row(server: Server, port: int) -> dict[str, Any]:
     }
 
 
-async def run_variant(
-    variant: str, run: int, work: Path, args: argparse.Namespace
-) -> dict[str, Any]:
-    port = free_port()
-    state = work / f"durable-{variant}-{run}"
-    shutil.rmtree(state, ignore_errors=True)
-    state.mkdir(parents=True)
-    server = Server(
-        command(variant, port, state), port, log_path=work / f"durable-{variant}-{run}.log"
-    )
-    server.start()
+async def run_variant(variant: str, run: int, args: argparse.Namespace) -> dict[str, Any]:
+    server = start_fresh(lambda port, state: command(variant, port, state), args.work,
+                         f"durable-{variant}-{run}")  # fmt: skip
+    port = server.port
     try:
-        await wait_ready(port)
+        await wait_pinged(server, POLL_S)
         log(f"{variant} run {run}")
         rows: dict[str, Any] = {}
         await queue_row(port, server.pid, 5 * BATCH, measured=False)
@@ -323,22 +295,18 @@ async def run_variant(
 
 def summarize(results: Path) -> str:
     """The BENCHMARKS.md section from every ``durable-*.json`` in ``results``."""
-    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
-    for path in sorted(results.glob("durable-*.json")):
-        data = json.loads(path.read_text())
-        runs[data["variant"]].append(data)
+    runs = load_peer_runs(results, "durable")
     if not any(runs.values()):
         return ""
 
     def values(variant: str, row: str, key: str) -> list[Any]:
-        return [r["rows"][row].get(key) for r in runs[variant] if row in r["rows"]]
+        return row_values(runs, variant, row, key)
 
     def med(variant: str, row: str, key: str) -> float | None:
-        found = [v for v in values(variant, row, key) if v is not None]
-        return statistics.median(found) if found else None
+        return row_median(runs, variant, row, key)
 
     def sample(row: str, key: str) -> Any:
-        for variant in VARIANTS:
+        for variant in PEER_VARIANTS:
             found = values(variant, row, key)
             if found:
                 return found[0]
@@ -372,7 +340,7 @@ def summarize(results: Path) -> str:
     ]
     for row, key, label in throughput:
         cells = []
-        for variant in VARIANTS:
+        for variant in PEER_VARIANTS:
             value = med(variant, row, key)
             short = [c for c in values(variant, row, "complete") if c is False]
             mark = f" ({len(short)} runs incomplete)" if short else ""
@@ -383,7 +351,7 @@ def summarize(results: Path) -> str:
             ratios.append("—" if not ours or not theirs else f"{ours / theirs:.2f}×")
         out.append(f"| {label} | {' | '.join(cells)} | {' | '.join(ratios)} |")
     wake_cells = []
-    for variant in VARIANTS:
+    for variant in PEER_VARIANTS:
         woke = values(variant, "wake", "woke")
         value = med(variant, "wake", "start_to_wake_ms")
         if not woke:
@@ -401,13 +369,13 @@ def summarize(results: Path) -> str:
     )
     out.append("")
     ready = ", ".join(
-        f"{LABELS[v]} {med(v, 'wake', 'start_to_ready_ms'):,.0f} ms"
-        for v in VARIANTS
+        f"{PEER_LABELS[v]} {med(v, 'wake', 'start_to_ready_ms'):,.0f} ms"
+        for v in PEER_VARIANTS
         if med(v, "wake", "start_to_ready_ms") is not None
     )
     failed_sends = {
         v: sum(r["rows"].get("queue", {}).get("send_errors") or 0 for r in runs[v])
-        for v in VARIANTS
+        for v in PEER_VARIANTS
     }
     errors = {
         v: sum(
@@ -415,11 +383,11 @@ def summarize(results: Path) -> str:
             + (r["rows"].get("workflow", {}).get("wrong_outputs") or 0)
             for r in runs[v]
         )
-        for v in VARIANTS
+        for v in PEER_VARIANTS
     }
     send = ", ".join(
-        f"{LABELS[v]} {med(v, 'queue', 'send_messages_per_s'):,.0f}"
-        for v in VARIANTS
+        f"{PEER_LABELS[v]} {med(v, 'queue', 'send_messages_per_s'):,.0f}"
+        for v in PEER_VARIANTS
         if med(v, "queue", "send_messages_per_s") is not None
     )
     out.append(
@@ -429,9 +397,9 @@ def summarize(results: Path) -> str:
         "sleep is an alarm of the instance's object, restored at start-up. `sendBatch` calls "
         "that failed (HTTP 500; the queue row waits only for the accepted messages, and its "
         "rate counts only them) over every run: "
-        + ", ".join(f"{LABELS[v]} {failed_sends[v]}" for v in VARIANTS)
+        + ", ".join(f"{PEER_LABELS[v]} {failed_sends[v]}" for v in PEER_VARIANTS)
         + ". Workflow errors (failed creations, instances not complete with the right output): "
-        + ", ".join(f"{LABELS[v]} {errors[v]}" for v in VARIANTS)
+        + ", ".join(f"{PEER_LABELS[v]} {errors[v]}" for v in PEER_VARIANTS)
         + ". A run marked incomplete is one whose consumer had not acked every accepted message "
         "within its deadline; its rate is what was acked by then.\n"
     )
@@ -439,29 +407,11 @@ def summarize(results: Path) -> str:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, required=True)
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=3)
+    parser = peer_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--instances", type=int, default=50)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--summarize-only", action="store_true")
-    args = parser.parse_args()
-    args.results.mkdir(parents=True, exist_ok=True)
-    chosen = tuple(v for v in VARIANTS if v in args.variants.split(","))
-    if not args.summarize_only:
-        if "miniflare" in chosen and shutil.which("node") is None:
-            sys.exit("durableload: node is required for the Miniflare peer")
-        for run in range(1, args.runs + 1):
-            shift = run % len(chosen)
-            for variant in chosen[shift:] + chosen[:shift]:  # rotate who goes first
-                result = await run_variant(variant, run, args.work, args)
-                path = args.results / f"durable-{variant}-{run}.json"
-                path.write_text(json.dumps(result, indent=1))
-    (args.results / "durable.md").write_text(summarize(args.results))
-    log(f"wrote {args.results / 'durable.md'}")
+    await run_peers(parser.parse_args(), "durable", run_variant, summarize)
 
 
 if __name__ == "__main__":

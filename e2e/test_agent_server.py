@@ -15,79 +15,17 @@ the killed server); state is read over the server's own HTTP endpoints after eac
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
 
-from doemu.testing.devserver import DevServer, DevServerFactory
+from doemu.testing.devserver import DevServer
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from tests.polling import eventually_sync
 
-APP = Path(__file__).resolve().parent / "apps" / "agent_server"
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM(api_key="test-key") as server:
-        yield server
-
-
-@pytest.fixture
-def server(tmp_path: Path, doemu_dev: DevServerFactory, llm: FakeLLM) -> DevServer:
-    project = tmp_path / "app"
-    shutil.copytree(APP, project, ignore=shutil.ignore_patterns(".doemu", "__pycache__"))
-    (project / ".dev.vars").write_text(f"OPENAI_API_KEY=test-key\nOPENAI_BASE_URL={llm.url}/v1\n")
-    return doemu_dev(project, env={"PYTHONPATH": str(ROOT)})
-
-
-def words(start: int, stop: int) -> list[str]:
-    return [f"w{i} " for i in range(start, stop)]
-
-
-class Session:
-    def __init__(self, server: DevServer, session_id: str) -> None:
-        self.server, self.id = server, session_id
-
-    def url(self, path: str) -> str:
-        return f"{self.server.url}/sessions/{self.id}{path}"
-
-    def call(self, path: str, body: Any = None, method: str | None = None) -> tuple[int, Any]:
-        verb = method or ("POST" if body is not None else "GET")
-        content = body if isinstance(body, str) or body is None else json.dumps(body)
-        response = httpx.request(verb, self.url(path), content=content, timeout=20)
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            return response.status_code, response.text
-
-    def get(self, path: str) -> Any:
-        status, body = self.call(path)
-        assert status == 200, (path, body)
-        return body
-
-    def start(self, message: str, agent_type: str = "researcher") -> Any:
-        status, body = self.call("/start", {"agentType": agent_type, "sessionId": self.id,
-                                            "input": {"message": message}})  # fmt: skip
-        assert status == 200, body
-        return body
-
-    def wait(self, *statuses: str, within: float = 30) -> dict[str, Any]:
-        def reached() -> Any:
-            current = self.get("/status")
-            return current if current["status"] in statuses and not current["isExecuting"] else None
-
-        result: dict[str, Any] = eventually_sync(reached, within=within,
-                                                 what=f"session {self.id} {statuses}")  # fmt: skip
-        return result
-
-    def history(self) -> list[dict[str, Any]]:
-        chunks: list[dict[str, Any]] = self.get("/history?fromSequence=0&limit=1000")["chunks"]
-        return chunks
+from .agent_server_fixtures import Session, words
+from .agent_server_fixtures import effects as effects  # the fixtures: server asks for both
+from .agent_server_fixtures import llm as llm
+from .agent_server_fixtures import server as server
 
 
 def _clean(server: DevServer) -> None:

@@ -16,65 +16,27 @@ server (the model: the fake OpenAI Responses server):
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from doemu.testing.devserver import DevServer, DevServerFactory
+from doemu.testing.devserver import DevServer
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 
-from .counter import Counter, counter
+from .agent_server_fixtures import effects as effects  # the fixtures: server asks for both
+from .agent_server_fixtures import llm as llm
+from .agent_server_fixtures import server as server
+from .counter import Counter
+from .node import locked_project
 
-APP = Path(__file__).resolve().parent / "apps" / "agent_server"
 CLIENT = Path(__file__).resolve().parent / "ai_sdk_client"
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _installed(package: str) -> str | None:
-    manifest = CLIENT / "node_modules" / package / "package.json"
-    return str(json.loads(manifest.read_text())["version"]) if manifest.exists() else None
 
 
 @pytest.fixture(scope="module")
 def ai_sdk_client() -> Path:
     """The Node project with its locked dependencies (``npm ci`` when they are missing)."""
-    npm, node = shutil.which("npm"), shutil.which("node")
-    if npm is None or node is None:
-        pytest.skip("node/npm are not installed; the AI SDK client test needs them")
-    wanted = json.loads((CLIENT / "package.json").read_text())["dependencies"]
-    if _installed("ai") != wanted["ai"] or _installed("@ai-sdk/react") != wanted["@ai-sdk/react"]:
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=CLIENT,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
-    assert _installed("ai") == wanted["ai"]
-    return CLIENT
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM(api_key="test-key") as server:
-        yield server
-
-
-@pytest.fixture
-def effects() -> Iterator[Counter]:
-    with counter() as running:
-        yield running
-
-
-@pytest.fixture
-def server(
-    tmp_path: Path, doemu_dev: DevServerFactory, llm: FakeLLM, effects: Counter
-) -> DevServer:
-    project = tmp_path / "app"
-    shutil.copytree(APP, project, ignore=shutil.ignore_patterns(".doemu", "__pycache__"))
-    (project / ".dev.vars").write_text(
-        f"OPENAI_API_KEY=test-key\nOPENAI_BASE_URL={llm.url}/v1\nCOUNTER_URL={effects.url}\n"
-    )
-    return doemu_dev(project, env={"PYTHONPATH": str(ROOT)})
+    return locked_project(CLIENT, ("ai", "@ai-sdk/react"), "the AI SDK client test")
 
 
 def drive(client: Path, server: DevServer, session_id: str, scenario: str) -> dict[str, object]:

@@ -17,10 +17,11 @@ from doemu.testing.devserver import DevServer
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from tests.polling import eventually_sync
 
+from .agent_server_fixtures import Session
+from .agent_server_fixtures import effects as effects  # the fixtures: server asks for both
+from .agent_server_fixtures import llm as llm
+from .agent_server_fixtures import server as server
 from .counter import Counter
-from .test_agent_server_kills import Session, effects, llm, server
-
-__all__ = ["effects", "llm", "server"]  # the fixtures this module shares
 
 
 def deploys(effects: Counter) -> list[object]:
@@ -46,8 +47,7 @@ def test_killed_while_suspended_for_approval_resume_with_approvals_deploys_once(
     assert status == 200, body
     assert s.wait("completed")["output"] == "deploying done"
     assert len(deploys(effects)) == 1
-    chunks = [c["chunk"] for c in s.get("/history?fromSequence=0&limit=1000")["chunks"]]
-    kinds = [c["type"] for c in chunks if c["type"].startswith(("tool_", "run_"))]
+    kinds = [c["type"] for c in s.chunks() if c["type"].startswith(("tool_", "run_"))]
     assert kinds == ["run_started", "tool_call_start", "tool_approval_request", "run_suspended",
                      "run_resumed", "tool_approval_response", "tool_result",
                      "run_completed"]  # fmt: skip

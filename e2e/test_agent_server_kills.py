@@ -16,92 +16,15 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import httpx
-import pytest
-
-from doemu.testing.devserver import DevServer, DevServerFactory
+from doemu.testing.devserver import DevServer
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from tests.polling import eventually_sync
 
-from .counter import Counter, counter
-
-APP = Path(__file__).resolve().parent / "apps" / "agent_server"
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM(api_key="test-key") as server:
-        yield server
-
-
-@pytest.fixture
-def effects() -> Iterator[Counter]:
-    with counter() as running:
-        yield running
-
-
-@pytest.fixture
-def server(
-    tmp_path: Path, doemu_dev: DevServerFactory, llm: FakeLLM, effects: Counter
-) -> DevServer:
-    project = tmp_path / "app"
-    shutil.copytree(APP, project, ignore=shutil.ignore_patterns(".doemu", "__pycache__"))
-    (project / ".dev.vars").write_text(
-        f"OPENAI_API_KEY=test-key\nOPENAI_BASE_URL={llm.url}/v1\nCOUNTER_URL={effects.url}\n"
-    )
-    return doemu_dev(project, env={"PYTHONPATH": str(ROOT)})
-
-
-def words(start: int, stop: int) -> list[str]:
-    return [f"w{i} " for i in range(start, stop)]
-
-
-class Session:
-    def __init__(self, server: DevServer, session_id: str, prefix: str = "sessions") -> None:
-        self.server, self.id, self.prefix = server, session_id, prefix
-
-    def call(self, path: str, body: Any = None) -> tuple[int, Any]:
-        url = f"{self.server.url}/{self.prefix}/{self.id}{path}"
-        content = None if body is None else json.dumps(body)
-        response = httpx.request("POST" if body is not None else "GET", url, content=content,
-                                 timeout=20)  # fmt: skip
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            return response.status_code, response.text
-
-    def get(self, path: str) -> Any:
-        status, body = self.call(path)
-        assert status == 200, (path, body)
-        return body
-
-    def start(self, message: str, agent_type: str) -> None:
-        status, body = self.call("/start", {"agentType": agent_type, "sessionId": self.id,
-                                            "input": {"message": message}})  # fmt: skip
-        assert status == 200, body
-
-    def wait(self, *statuses: str, within: float = 30) -> dict[str, Any]:
-        def reached() -> Any:
-            current = self.get("/status")
-            return current if current["status"] in statuses and not current["isExecuting"] else None
-
-        found: dict[str, Any] = eventually_sync(
-            reached, within=within, what=f"{self.id} {statuses}"
-        )
-        return found
-
-    def deltas(self) -> str:
-        chunks = self.get("/history?fromSequence=0&limit=1000")["chunks"]
-        return "".join(
-            c["chunk"].get("delta", "") for c in chunks if c["chunk"]["agentId"] == self.id
-        )
+from .agent_server_fixtures import Session, words
+from .agent_server_fixtures import effects as effects  # the fixtures: server asks for both
+from .agent_server_fixtures import llm as llm
+from .agent_server_fixtures import server as server
+from .counter import Counter
 
 
 def test_a_sigkill_in_the_middle_of_a_companion_call(server: DevServer, llm: FakeLLM) -> None:
@@ -162,7 +85,7 @@ def test_a_sigkill_in_the_middle_of_a_step_partial_suspension(
     assert usage["toolStats"]["byTool"]["notify"]["calls"] == 1
     assert usage["custom"] == {"notifications": {"sent": 1}}
     assert usage["tokens"]["completion"] == llm.stats.billed_output_tokens
-    kinds = [c["chunk"]["type"] for c in s.get("/history?fromSequence=0&limit=1000")["chunks"]]
+    kinds = [c["type"] for c in s.chunks()]
     assert kinds.count("run_suspended") == 1
     assert "Traceback" not in server.output
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,10 @@ from doemu.testing.fake_providers import FakeLLM, Reply, Text
 from doemu.testing.fake_providers.__main__ import demo_responder
 from tests.polling import eventually_sync
 
+from .agent_server_fixtures import ROOT, copy_app, openai_vars
 from .browser import WITHIN_MS
 from .browser import browser as browser  # the fixture: one Debian Chromium for the module
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "agent_server"
 
 #: The page's own text of one turn's answer: the ``.text`` spans of its ``.assistant`` block
@@ -69,9 +68,7 @@ def llm() -> Iterator[FakeLLM]:
 @pytest.fixture
 def server(tmp_path: Path, doemu_dev: DevServerFactory, llm: FakeLLM) -> Iterator[DevServer]:
     """A copy of the example under ``doemu dev``; no traceback may appear in its log."""
-    project = tmp_path / "agent_server"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".doemu", "__pycache__"))
-    (project / ".dev.vars").write_text(f"OPENAI_API_KEY=test-key\nOPENAI_BASE_URL={llm.url}/v1\n")
+    project = copy_app(EXAMPLE, tmp_path / "agent_server", openai_vars(llm))
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     started = doemu_dev(project, env={"PYTHONPATH": path})
     yield started

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +22,8 @@ from doemu.testing.devserver import DevServerFactory
 from doemu.testing.fake_providers import FakeLLM, Reply, Text, ToolUse
 from tests.polling import eventually_sync
 
-APP = Path(__file__).resolve().parent / "apps" / "agent_server"
-ROOT = Path(__file__).resolve().parent.parent
+from .agent_server_fixtures import APP, ROOT, copy_app
+
 KEY = f"sk-live-{secrets.token_hex(12)}"
 
 
@@ -43,11 +42,8 @@ def test_no_configured_secret_appears_in_any_log_line(
         "SERVICE_TOKEN": f"tok-{secrets.token_hex(8)}",
         "DB_PASSWORD": f"pw-{secrets.token_hex(8)}",
     }
-    project = tmp_path / "app"
-    shutil.copytree(APP, project, ignore=shutil.ignore_patterns(".doemu", "__pycache__"))
-    (project / ".dev.vars").write_text(
-        f"OPENAI_BASE_URL={llm.url}/v1\nSERVICE_TOKEN={values['SERVICE_TOKEN']}\n"
-    )
+    dev_vars = f"OPENAI_BASE_URL={llm.url}/v1\nSERVICE_TOKEN={values['SERVICE_TOKEN']}\n"
+    project = copy_app(APP, tmp_path / "app", dev_vars)
     config = project / "wrangler.toml"
     config.write_text(
         config.read_text().replace(

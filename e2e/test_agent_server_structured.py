@@ -14,81 +14,26 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from doemu.testing.devserver import DevServer, DevServerFactory
 from doemu.testing.fake_providers import FakeLLM, Reply, Text
 from tests.polling import eventually_sync
 
+from .agent_server_fixtures import Session, openai_vars, serve
+from .agent_server_fixtures import llm as llm  # the fixture: the fake OpenAI Responses API
+
 APP = Path(__file__).resolve().parent / "apps" / "structured_output"
-ROOT = Path(__file__).resolve().parent.parent
 VALID = {"sentiment": "positive", "topics": ["otters", "rivers"]}
 INVALID = '{"sentiment": "meh", "topics": ["otters"]}'
 VIOLATION = "$.sentiment must be one of ['positive', 'negative', 'neutral']"
 
 
 @pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM(api_key="test-key") as server:
-        yield server
-
-
-@pytest.fixture
 def server(tmp_path: Path, doemu_dev: DevServerFactory, llm: FakeLLM) -> DevServer:
-    project = tmp_path / "app"
-    shutil.copytree(APP, project, ignore=shutil.ignore_patterns(".doemu", "__pycache__"))
-    (project / ".dev.vars").write_text(f"OPENAI_API_KEY=test-key\nOPENAI_BASE_URL={llm.url}/v1\n")
-    return doemu_dev(project, env={"PYTHONPATH": str(ROOT)})
-
-
-class Session:
-    def __init__(self, server: DevServer, session_id: str) -> None:
-        self.server, self.id = server, session_id
-
-    def url(self, path: str) -> str:
-        return f"{self.server.url}/sessions/{self.id}{path}"
-
-    def call(self, path: str, body: Any = None) -> tuple[int, Any]:
-        content = None if body is None else json.dumps(body)
-        response = httpx.request("POST" if body is not None else "GET", self.url(path),
-                                 content=content, timeout=20)  # fmt: skip
-        return response.status_code, response.json()
-
-    def get(self, path: str) -> Any:
-        status, body = self.call(path)
-        assert status == 200, (path, body)
-        return body
-
-    def start(self, message: str, agent_type: str = "analyst") -> None:
-        status, body = self.call("/start", {"agentType": agent_type, "sessionId": self.id,
-                                            "input": {"message": message}})  # fmt: skip
-        assert status == 200, body
-
-    def wait(self, *statuses: str, within: float = 30) -> dict[str, Any]:
-        def reached() -> Any:
-            current = self.get("/status")
-            return current if current["status"] in statuses and not current["isExecuting"] else None
-
-        found: dict[str, Any] = eventually_sync(
-            reached, within=within, what=f"{self.id} {statuses}"
-        )
-        return found
-
-    def history(self) -> list[dict[str, Any]]:
-        return [c["chunk"] for c in self.get("/history?fromSequence=0&limit=1000")["chunks"]]
-
-    def sse_events(self) -> list[dict[str, Any]]:
-        """The run's SSE stream from the start, to its terminal event (it closes there)."""
-        with httpx.stream("GET", self.url("/sse?fromSequence=0"), timeout=20) as response:
-            assert response.headers["content-type"].startswith("text/event-stream")
-            return [json.loads(line[5:]) for line in response.iter_lines()
-                    if line.startswith("data:")]  # fmt: skip
+    return serve(doemu_dev, APP, tmp_path, openai_vars(llm))
 
 
 def test_a_corrected_answer_is_the_output_and_survives_a_sigkill(
@@ -96,10 +41,10 @@ def test_a_corrected_answer_is_the_output_and_survives_a_sigkill(
 ) -> None:
     llm.script(Reply(Text(INVALID)), Reply(Text(json.dumps(VALID))))
     s = Session(server, "so-fixed")
-    s.start("how do people feel about otters?")
+    s.start("how do people feel about otters?", "analyst")
     status = s.wait("completed")
     assert status["output"] == VALID and status["error"] is None
-    history = s.history()
+    history = s.chunks()
     rejected = [(c["step"], c["retry"], c["error"]) for c in history
                 if c["type"] == "output_rejected"]  # fmt: skip
     assert rejected == [(0, True, f"output 'output' does not match its schema: {VIOLATION}")]
@@ -122,9 +67,9 @@ def test_a_sigkill_mid_correction_resumes_to_a_validated_output(
     pieces = ['{"sentiment": ', '"positive", ', '"topics": ', '["otters", ', '"rivers"]}']
     llm.script(Reply(Text(INVALID)), Reply(Text(*pieces), hold_after=2))
     s = Session(server, "so-killed")
-    s.start("how do people feel about otters?")
+    s.start("how do people feel about otters?", "analyst")
     llm.wait_held(timeout=10)
-    eventually_sync(lambda: any(c["type"] == "output_rejected" for c in s.history()),
+    eventually_sync(lambda: any(c["type"] == "output_rejected" for c in s.chunks()),
                     within=10, what="the correction stored")  # fmt: skip
     server.kill()
     llm.release()  # the stored response completes while the server is down

@@ -29,34 +29,17 @@ import websockets
 from tests.polling import eventually, eventually_sync
 
 from .harness import DevServer
-from .node import require_node
+from .node import locked_project
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = Path(__file__).resolve().parent / "chat_client"
 EXAMPLE = ROOT / "examples" / "chat"
 
 
-def _installed(package: str) -> str | None:
-    manifest = CLIENT / "node_modules" / package / "package.json"
-    return str(json.loads(manifest.read_text())["version"]) if manifest.exists() else None
-
-
 @pytest.fixture(scope="module")
 def chat_client() -> Path:
     """The Node project with its locked dependencies (``npm ci`` when they are missing)."""
-    npm, _node = require_node("the chat client interop test")
-    wanted = json.loads((CLIENT / "package.json").read_text())["dependencies"]
-    if _installed("@cloudflare/ai-chat") != wanted["@cloudflare/ai-chat"]:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=CLIENT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
-    assert _installed("@cloudflare/ai-chat") == wanted["@cloudflare/ai-chat"]
-    return CLIENT
+    return locked_project(CLIENT, ("@cloudflare/ai-chat",), "the chat client interop test")
 
 
 @pytest.fixture
