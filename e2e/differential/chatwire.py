@@ -85,7 +85,12 @@ class ChatSocket:
         self._stack = ExitStack()
 
     def __enter__(self) -> ChatSocket:
-        self.ws: ClientConnection = self._stack.enter_context(connect(self.url, open_timeout=30))
+        # max_queue=None: a test often stops reading mid-reply (after N chunks) and closes. With
+        # the client's default (16), its reader pauses once 16 frames wait unread, so the
+        # server's close reply behind them is never read and close() waits its full 10 s
+        # timeout, then reports 1006. Buffering every frame lets the close handshake finish.
+        ws = connect(self.url, open_timeout=30, max_queue=None)
+        self.ws: ClientConnection = self._stack.enter_context(ws)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -15,28 +15,42 @@ alarm brings an interrupted turn back.
 * the ledger: an idempotent side effect killed mid-call happens once (its retry is collapsed by
   its key); an unkeyed one is reported as ambiguous to the model, never run again;
 * usage per turn and per agent equals what the provider billed; a cut request stays counted as a
-  partial entry.
+  partial entry;
+* approval before a server tool runs (``refund``: ``needs_approval``): the
+  ``tool-approval-request`` chunk, the ``cf_agent_tool_approval`` answer on the chat WebSocket
+  after a SIGKILL while it waited, the tool run once; a denial the model reads;
+* files to the model: an image and a PDF as each provider's input parts;
+* ``on_chat_recovery`` → ``{"persist": False}`` after a kill keeps a settled tool result and
+  drops only the unsettled text (behind the same SIGKILL as the waiting approval).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
 import pytest
 
 from doemu.testing.fake_providers import CounterServer, FakeLLM, Reply, Text, ToolUse
+from doemu.testing.fake_providers.script import Api
 from tests.polling import eventually_sync
+from tests.test_providers_files import PDF_URL, PNG_URL, SENT
 
 from ..targets import AGENTS_VENDOR, ROOT, TargetServer
-from .chatwire import RESPONSE, ChatSocket
+from .chatwire import ChatSocket, chunks
 from .conftest import running
 
 APP = ROOT / "e2e" / "apps" / "providers"
 AMBIGUITY = "may have executed; verify before retrying"
+#: What the model reads for a call a person denied.
+DENIED = "The user denied this tool call."
+#: Each chat class's provider (its key in ``SENT``) and the fake's name for its API.
+FILE_APIS: dict[str, tuple[str, Api]] = {"ResponsesChat": ("responses", "responses"),
+             "AnthropicChat": ("anthropic", "messages"),
+             "CompletionsChat": ("chat", "chat")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -99,21 +113,27 @@ class Chat:
         kebab = "".join(f"-{c.lower()}" if c.isupper() else c for c in binding).lstrip("-")
         self.path = f"/agents/{kebab}/{name}"
 
-    def send(self, text: str, until_chunks: int = 1) -> None:
-        """Send a user message; return once ``until_chunks`` reply chunks arrived."""
+    def socket(self) -> ChatSocket:
+        return ChatSocket(f"{running(self.server).ws_url}{self.path}")
+
+    def send(
+        self, text: str, until_chunks: int = 1, *, files: Sequence[dict[str, Any]] = ()
+    ) -> list[dict[str, Any]]:
+        """Send a user message (its text, then ``files``' parts); return the frames received
+        once ``until_chunks`` reply chunks arrived (``0``: once the reply is done)."""
         body = {"messages": [{"id": f"u-{uuid.uuid4().hex[:8]}", "role": "user",
-                              "parts": [{"type": "text", "text": text}]}],
+                              "parts": [{"type": "text", "text": text}, *files]}],
                 "trigger": "submit-message"}  # fmt: skip
-        frame = {"id": uuid.uuid4().hex[:12], "type": "cf_agent_use_chat_request",
+        request_id = uuid.uuid4().hex[:12]
+        frame = {"id": request_id, "type": "cf_agent_use_chat_request",
                  "init": {"method": "POST", "body": json.dumps(body)}}  # fmt: skip
-        with ChatSocket(f"{running(self.server).ws_url}{self.path}") as ws:
+        with self.socket() as ws:
             ws.send(json.dumps(frame))
-            ws.until(
-                lambda frames: (
-                    sum(1 for f in frames if f.get("type") == RESPONSE and f.get("body"))
-                    >= until_chunks
-                )
-            )
+            if until_chunks:
+                ws.until(lambda frames: len(chunks(frames, request_id)) >= until_chunks)
+            else:
+                ws.until_done(request_id)
+        return [f for f in ws.frames if f.get("id") == request_id]
 
     def sql(self, query: str) -> list[dict[str, Any]]:
         return self.server.sql(self.binding, self.name, query)
@@ -360,3 +380,141 @@ def test_usage_per_turn_and_agent_matches_the_billed_tokens(
     (cost,) = chat.sql("SELECT sum(cost) AS c FROM cf_agents_usage")
     billed = stats.billed_input_tokens * 1.0 + stats.billed_output_tokens * 2.0
     assert cost["c"] == pytest.approx(billed / 1_000_000)
+
+
+def approve(chat: Chat, call_id: str, approved: bool) -> dict[str, Any]:
+    """Answer ``call_id``'s approval request as ``useAgentChat`` does (``autoContinue``); the
+    tool part of the message update it causes."""
+    frame = {"type": "cf_agent_tool_approval", "toolCallId": call_id, "approved": approved,
+             "autoContinue": True}  # fmt: skip
+    with chat.socket() as ws:
+        ws.send(json.dumps(frame))
+        ws.until(lambda frames: any(f["type"] == "cf_agent_message_updated" for f in frames))
+    (updated,) = [f for f in ws.frames if f["type"] == "cf_agent_message_updated"]
+    part: dict[str, Any] = next(
+        p for p in updated["message"]["parts"] if p.get("toolCallId") == call_id
+    )
+    return part
+
+
+def asked_for_approval(frames: list[dict[str, Any]], call_id: str) -> None:
+    """The reply asked for ``call_id``'s approval and ended, waiting for it."""
+    said = [chunk for frame in frames if frame.get("body") for chunk in [json.loads(frame["body"])]]
+    assert {"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id} in said
+    assert said[-1] == {"type": "finish", "messageMetadata": {"finishReason": "tool-calls"}}
+    assert frames[-1]["done"] is True
+
+
+def test_a_denied_server_tool_never_runs_and_the_model_is_told(
+    providers: TargetServer, llm: FakeLLM, keyed: CounterServer, target: str
+) -> None:
+    """The model calls ``refund``; the person denies it: the part is ``output-denied``, the
+    refund never runs, the model reads the denial as the tool's result and answers."""
+    llm.script(Reply(ToolUse("refund", {"amount": 9}, id="rf2")))
+    llm.script(Reply(Text("not refunded")))
+    chat = Chat(providers, "CompletionsChat", f"deny-{target}")
+    asked_for_approval(chat.send("refund me", until_chunks=0), "rf2")
+    assert approve(chat, "rf2", False)["approval"] == {"id": "rf2", "approved": False}
+    eventually_sync(lambda: chat.texts()[-1] == ("assistant", "not refunded"),
+                    within=30, what="the model's answer to the denial")  # fmt: skip
+    part = chat.tool_part("refund")
+    assert (part["state"], part["approval"]) == ("output-denied", {"id": "rf2", "approved": False})
+    assert keyed.calls == 0
+    told = llm.requests("chat")[-1]["messages"][-1]
+    assert told == {"role": "tool", "tool_call_id": "rf2", "content": DENIED}
+
+
+@pytest.mark.parametrize("binding", ["ResponsesChat", "AnthropicChat", "CompletionsChat"])
+def test_an_image_and_a_pdf_reach_the_model_in_its_format(
+    providers: TargetServer, llm: FakeLLM, binding: str, target: str
+) -> None:
+    """A user message with a PNG and a PDF (``file`` parts, data URLs): the provider's request
+    carries both in its input format — the same parts ``tests/test_providers_files.py`` checks
+    in process, which the fake validates against the official SDK's request types."""
+    kind, api = FILE_APIS[binding]
+    llm.script(Reply(Text("a chart and a report")))
+    chat = Chat(providers, binding, f"files-{kind}-{target}")
+    files = [{"type": "file", "mediaType": "image/png", "url": PNG_URL},
+             {"type": "file", "mediaType": "application/pdf", "url": PDF_URL,
+              "filename": "report.pdf"}]  # fmt: skip
+    frames = chat.send("what is in these?", until_chunks=0, files=files)
+    assert not any(f.get("error") for f in frames), frames
+    (sent,) = llm.requests(api)
+    conversation = sent["input"] if kind == "responses" else sent["messages"]
+    assert conversation[-1] == SENT[kind]
+    assert chat.texts() == [("user", "what is in these?"), ("assistant", "a chart and a report")]
+    assert [p["type"] for p in chat.messages()[0]["parts"]] == ["text", "file", "file"]
+
+
+def refund_waits(chat: Chat) -> bool:
+    part = chat.tool_part("refund")
+    return (part["state"], part["approval"]) == ("approval-requested", {"id": "rf1"})
+
+
+def test_after_a_kill_an_approval_still_waits_and_settled_work_is_kept(
+    providers: TargetServer, llm: FakeLLM, keyed: CounterServer, plain: CounterServer, target: str
+) -> None:
+    """Two durable states behind one SIGKILL (a workerd restart costs about 10 s):
+
+    1. Approval: the model calls ``refund`` (``needs_approval``); the reply streams
+       ``tool-approval-request`` and ends (``finishReason: tool-calls``); the stored part is
+       ``approval-requested``; nothing ran.
+    2. ``persist: False`` (``ForgettingChat``): ``notify`` (not idempotent) runs and settles,
+       then the model's text streams and is held after 25 words, 20 of them stored.
+    3. SIGKILL; on disk, the refund still waits; restart, no request.
+    4. The keep-alive alarm recovers the cut turn: its text is dropped, the settled call and
+       result kept, and the model is asked again from there — the tool result is the last
+       thing it reads, no word of the dropped text — instead of answering the user from
+       scratch; ``notify`` ran once.
+    5. ``cf_agent_tool_approval`` (approved, ``autoContinue``) from a new connection: the part
+       becomes ``approval-responded``; the continuation runs the refund once (counted by the
+       counter server) and the model, told its result, finishes the same message."""
+    llm.script(Reply(Text("refunding"), ToolUse("refund", {"amount": 7}, id="rf1")))
+    approval = Chat(providers, "AnthropicChat", f"approve-{target}")
+    asked_for_approval(approval.send("refund me", until_chunks=0), "rf1")
+    assert refund_waits(approval) and keyed.calls == 0
+
+    llm.script(Reply(ToolUse("notify", {"amount": 3}, id="nt1")))
+    llm.script(Reply(Text(*words(0, 40)), hold_after=25))
+    forgetting = Chat(providers, "ForgettingChat", f"forget-{target}")
+    forgetting.send("notify then explain", until_chunks=20)
+    llm.wait_held(timeout=10)
+    eventually_sync(lambda: len(forgetting.persisted_text().split()) >= 10, within=10,
+                    what="a persisted partial after the tool")  # fmt: skip
+    assert (plain.count, plain.calls) == (1, 1)
+
+    providers.kill()
+    assert refund_waits(approval)  # read from the file while the server is down
+    llm.script(Reply(Text("Notified.")))
+    llm.release()
+    providers.restart()
+    eventually_sync(lambda: forgetting.texts() == [("user", "notify then explain"),
+                                                   ("assistant", "Notified.")],
+                    within=30, what="the recovered turn, its partial dropped")  # fmt: skip
+    notified = forgetting.tool_part("notify")
+    assert notified["state"] == "output-available" and notified["output"]["count"] == 1
+    assert (plain.count, plain.calls) == (1, 1)  # never run again
+    requests = llm.requests("chat")
+    assert len(requests) == 3  # the call, the cut text, the one after the recovery
+    told = requests[2]["messages"]
+    result = {"role": "tool", "tool_call_id": "nt1", "content": json.dumps(notified["output"])}
+    assert told[-1] == result
+    assert not any("w0" in str(m.get("content")) for m in told)
+
+    llm.script(Reply(Text(", refunded")))
+    answered = approve(approval, "rf1", True)
+    assert (answered["state"], answered["approval"]) == (
+        "approval-responded",
+        {"id": "rf1", "approved": True},
+    )
+    eventually_sync(lambda: approval.texts()[-1] == ("assistant", "refunding, refunded"),
+                    within=30, what="the refund and the model's answer")  # fmt: skip
+    refunded = approval.tool_part("refund")
+    assert refunded["state"] == "output-available" and refunded["output"]["count"] == 1
+    assert (keyed.count, keyed.calls) == (1, 1)
+    requests = llm.requests("messages")
+    assert len(requests) == 2  # the call, then the answer after the refund: nothing in between
+    content = json.dumps(refunded["output"])
+    result = {"type": "tool_result", "tool_use_id": "rf1", "content": content}
+    assert requests[1]["messages"][-1] == {"role": "user", "content": [result]}
+    assert [m["role"] for m in approval.messages()] == ["user", "assistant"]

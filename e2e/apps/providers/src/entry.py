@@ -3,6 +3,8 @@
 Keys and URLs come from ``env`` (the test writes ``.dev.vars``): the fake provider server and
 two side-effect counters, one that honours idempotency keys (``charge``, an idempotent tool)
 and one that does not (``notify``). ``refund`` is ``charge`` behind a person's approval.
+``ForgettingChat`` drops an interrupted reply's partial when it recovers it (``persist: False``),
+keeping the tool results that had settled (e2e/differential/test_providers.py).
 """
 
 import json
@@ -86,6 +88,11 @@ class AnthropicChat(_Chat):
 class CompletionsChat(_Chat):
     def provider(self):
         return OpenAIChatCompletions.from_env(self.env, model="fake-model")
+
+
+class ForgettingChat(CompletionsChat):
+    async def on_chat_recovery(self, ctx):
+        return {"persist": False}
 
 
 class Default(WorkerEntrypoint):
