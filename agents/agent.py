@@ -28,13 +28,12 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, cast
-from urllib.parse import quote, urlsplit
 
 from workers import DurableObject, Response
 
 from .core.connections import Connection, ConnectionContext, ConnectionSet
 from .core.host import AgentCore
-from .core.protocol import camel_case_to_kebab_case, dumps, mcp_servers_frame
+from .core.protocol import dumps, mcp_servers_frame
 from .core.schema import ensure_schema
 from .core.sql import query_rows
 from .core.state import StateSource, StateStore
@@ -47,6 +46,7 @@ from .fibers.runs import FiberFn, FiberRuns
 from .fibers.types import FiberRecoveryContext, FiberResolution
 from .keepalive import Heartbeat, KeepAlive
 from .lifecycle import Lifecycle
+from .mcp.callback import callback_url
 from .mcp.manager import SCHEMA as MCP_SCHEMA
 from .mcp.manager import McpClientManager
 from .observability import Observability, agent_event, generic_observability
@@ -242,24 +242,10 @@ class Agent(DurableObject):
         the code for tokens (kept in SQLite) and connects. ``headers`` go with every request (a
         static bearer token: then no OAuth); they are stored with the server, as the SDK stores
         its transport options."""
+        callback = callback_url(self, get_current_agent().request, callback_host, callback_path)
         return await self.mcp.add_server(
-            name,
-            url,
-            headers=headers,
-            server_id=id,
-            callback_url=self._mcp_callback_url(callback_host, callback_path),
+            name, url, headers=headers, server_id=id, callback_url=callback
         )
-
-    def _mcp_callback_url(self, host: str | None, path: str | None) -> str:
-        if host is None:
-            request = get_current_agent().request
-            if request is None:
-                return ""  # no request to take the host from: OAuth is not possible
-            host = "{0.scheme}://{0.netloc}".format(urlsplit(str(request.url)))
-        if path is None:
-            kebab = camel_case_to_kebab_case(type(self).__name__)
-            path = f"/agents/{kebab}/{quote(self.name, safe='')}/callback"
-        return f"{host.rstrip('/')}/{path.lstrip('/')}"
 
     async def remove_mcp_server(self, id: str) -> bool:
         """Disconnect and forget the server; False when there was none."""
@@ -325,14 +311,12 @@ class Agent(DurableObject):
 
     # -- connections ----------------------------------------------------------------------------
     async def fetch(self, request: Any) -> Any:
-        """A WebSocket upgrade becomes a connection; anything else goes to ``on_request``."""
+        """An MCP server's OAuth redirect is the MCP client's (:mod:`agents.mcp.callback`); a
+        WebSocket upgrade becomes a connection; anything else goes to ``on_request``."""
         props, request = self._lifecycle.take_props(request)
         with agent_context(self, request):
             await self._lifecycle.ensure_started(props)
-            if self.mcp.is_callback_request(request):  # an MCP server's OAuth redirect
-                result = await self.mcp.handle_callback(request)
-                return self.mcp.callback_response(result, request)
-            return await self._websockets.fetch(request)
+            return await self.mcp.answer_callback(request, otherwise=self._websockets.fetch)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
         with agent_context(self):

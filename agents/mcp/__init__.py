@@ -9,8 +9,9 @@ this package, which the ``Agent`` itself imports, so re-exporting them here woul
 cycle (even a lazy one).
 
 ``Agent.add_mcp_server`` / ``remove_mcp_server`` / ``get_mcp_servers`` are the façade;
-``agents.think.mcp_tools(agent)`` hands the servers' tools to ``model_reply``. Layers, top to
-bottom: ``manager`` → ``connection`` → ``transport``.
+``agents.think.mcp_tools(agent)`` hands the servers' tools to ``model_reply``; the OAuth
+callback (its URL, recognising it, the browser's answer) is :mod:`agents.mcp.callback`. Layers,
+top to bottom: ``manager`` → ``callback`` | ``connection`` → ``oauth`` → ``transport``.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ wait for them (bounded), and a connection's state is in every ``cf_agent_mcp_ser
 A server that answers ``401`` when the agent has a callback URL for it (added from a request, or
 with ``callback_host``) goes through OAuth (:mod:`agents.mcp.oauth`): ``add_server`` answers
 ``{"id", "state": "authenticating", "authUrl"}``, the browser comes back to
-``/agents/<class>/<name>/callback`` (:meth:`McpClientManager.is_callback_request`,
-:meth:`McpClientManager.handle_callback`), and the server connects with the stored token —
-again after every eviction.
+``/agents/<class>/<name>/callback`` (its URL, recognition and answer are
+:mod:`agents.mcp.callback`; :meth:`McpClientManager.answer_callback` is what the agent's
+``fetch`` calls), :meth:`McpClientManager.handle_callback` trades the code for tokens, and the
+server connects with the stored token — again after every eviction.
 
 Every change of a server's state is broadcast as ``cf_agent_mcp_servers`` to protocol-enabled
 connections, with the SDK's content: ``servers`` (id → name, url, state, error, instructions,
@@ -25,14 +26,13 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
-
-from workers import Response
+from urllib.parse import parse_qs, urlsplit
 
 from ..core.host import Core
 from ..errors import McpError
+from .callback import OAuthCallbackConfig, OAuthCallbackResult, at_callback_url, callback_server_id
 from .connection import McpConnection, tool_output
 from .oauth import OAUTH_SCHEMA, McpOAuth, parse_state
 
@@ -54,8 +54,6 @@ SCHEMA: tuple[str, ...] = (
 )
 
 McpServerRow = dict[str, Any]
-#: The SDK's ``MCPClientOAuthResult``: ``serverId``, ``authSuccess``, ``authError``.
-OAuthCallbackResult = dict[str, Any]
 
 
 def ai_tool_name(server_id: str, tool: str) -> str:
@@ -71,7 +69,7 @@ class McpClientManager:
         self._broadcast = broadcast
         self.connections: dict[str, McpConnection] = {}
         self._connecting: dict[str, asyncio.Future[None]] = {}
-        self._callback_config: dict[str, Any] = {}
+        self._callback_config = OAuthCallbackConfig()
 
     # -- the registry -----------------------------------------------------------------------------
     def rows(self) -> list[McpServerRow]:
@@ -215,7 +213,7 @@ class McpClientManager:
             )
         return tool_output(await connection.call_tool(name, arguments))
 
-    # -- the OAuth callback -----------------------------------------------------------------------
+    # -- the OAuth callback (the HTTP side is agents.mcp.callback) -------------------------------
     def configure_oauth_callback(
         self,
         *,
@@ -227,24 +225,28 @@ class McpClientManager:
         ``custom_handler(result)``'s response, else a redirect to ``success_redirect`` /
         ``error_redirect`` (``?error=…``), else a redirect to the origin. Per activation: call it
         in ``on_start``."""
-        self._callback_config = {"success_redirect": success_redirect,
-                                 "error_redirect": error_redirect,
-                                 "custom_handler": custom_handler}  # fmt: skip
+        self._callback_config = OAuthCallbackConfig(
+            success_redirect=success_redirect,
+            error_redirect=error_redirect,
+            custom_handler=custom_handler,
+        )
+
+    async def answer_callback(
+        self, request: Any, otherwise: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        """The browser's answer when ``request`` is a server's OAuth callback (the code is traded
+        for tokens first); any other request is the agent's own: ``otherwise(request)``."""
+        if not self.is_callback_request(request):
+            return await otherwise(request)
+        return self.callback_response(await self.handle_callback(request), request)
 
     def is_callback_request(self, request: Any) -> bool:
         """A ``GET`` to a registered server's callback URL whose ``state`` names that server."""
-        if str(request.method).upper() != "GET":
+        server_id = callback_server_id(request)
+        if server_id is None:
             return False
-        url = urlsplit(str(request.url))
-        parsed = parse_state((parse_qs(url.query).get("state") or [""])[0])
-        if parsed is None:
-            return False
-        for row in self._sql("SELECT callback_url FROM cf_agents_mcp_servers WHERE id = ?",
-                             parsed[1]):  # fmt: skip
-            callback = urlsplit(str(row["callback_url"] or ""))
-            if callback.path == url.path and callback.netloc == url.netloc:
-                return True
-        return False
+        rows = self._sql("SELECT callback_url FROM cf_agents_mcp_servers WHERE id = ?", server_id)
+        return any(at_callback_url(request, row["callback_url"]) for row in rows)
 
     async def handle_callback(self, request: Any) -> OAuthCallbackResult:
         """Exchange the callback's code for tokens and connect again (in the background)."""
@@ -281,18 +283,7 @@ class McpClientManager:
 
     def callback_response(self, result: OAuthCallbackResult, request: Any) -> Any:
         """The browser's answer (see :meth:`configure_oauth_callback`)."""
-        config = self._callback_config
-        handler = config.get("custom_handler")
-        if handler is not None:
-            return handler(result)
-        parts = urlsplit(str(request.url))
-        origin = f"{parts.scheme}://{parts.netloc}"
-        if result.get("authSuccess") and config.get("success_redirect"):
-            return Response.redirect(_absolute(origin, config["success_redirect"]))
-        if not result.get("authSuccess") and config.get("error_redirect"):
-            error = urlencode({"error": result.get("authError") or "Unknown error"})
-            return Response.redirect(f"{_absolute(origin, config['error_redirect'])}?{error}")
-        return Response.redirect(origin)
+        return self._callback_config.respond(result, request)
 
     # -- the frame ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -323,7 +314,3 @@ class McpClientManager:
         for connection in list(self.connections.values()):
             await connection.close()
         self.connections.clear()
-
-
-def _absolute(origin: str, url: str) -> str:
-    return url if url.startswith(("http://", "https://")) else f"{origin}/{url.lstrip('/')}"
