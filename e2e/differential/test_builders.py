@@ -256,14 +256,15 @@ def test_a_think_child_chats_over_rpc_and_its_session_compacts_between_turns(
                            timeout=30).json()  # fmt: skip
         assert (asked["status"], asked["text"]) == ("completed", said)
 
-    def compacted() -> dict[str, Any] | None:
+    def compacted() -> dict[str, Any]:
         state: dict[str, Any] = httpx.get(
             f"{builders.url}/agents/helper/{child}/state", timeout=30
         ).json()
-        return state if state["texts"][0].startswith("Summary") else None
+        assert state["texts"][0].startswith("Summary"), state
+        return state
 
     state = eventually_sync(compacted, within=30, what="the compaction between turns",
-                            ignoring=(httpx.HTTPError, ValueError))  # fmt: skip
+                            ignoring=(AssertionError, httpx.HTTPError, ValueError))  # fmt: skip
     assert state["texts"] == [
         "Summary of the earlier conversation: They counted to three.",
         "third",
