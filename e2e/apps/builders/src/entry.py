@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from workers import Response, WorkerEntrypoint
 
-from agents import Agent, McpAgent, from_js, route_agent_request
+from agents import Agent, McpAgent, route_agent_request
 from agents.errors import McpError
 from agents.providers import OpenAIChatCompletions, Tool
 from agents.think import Think
@@ -81,7 +81,7 @@ class Lead(Agent):
     async def on_request(self, request):
         child = self.env.Helper.getByName(f"{self.name}-child")
         answer = await child.chat(await request.text())
-        return Response.json(from_js(answer))  # over RPC a dict arrives as a JsDict
+        return Response.json(answer)  # a JsDict: over RPC a dict arrives as one
 
 
 class Counter(McpAgent):
