@@ -59,19 +59,6 @@ def mcp() -> Iterator[McpTestServer]:
         yield server
 
 
-def test_props_reach_on_start_and_a_scheduled_destroy_tears_down(
-    builders: TargetServer, target: str
-) -> None:
-    url = f"{running(builders).url}/agents/notes/props-{target}"
-    answer = httpx.post(f"{url}/add?props=1", content=b"note", timeout=30)
-    assert answer.json() == ['props:{"via": "routing"}', "note"]
-    assert httpx.post(f"{url}/condemn", timeout=30).status_code == 200
-    eventually_sync(
-        lambda: httpx.get(f"{url}/list", timeout=30).json() == [],
-        within=20, what="the teardown by the alarm", ignoring=(httpx.HTTPError, ValueError),
-    )  # fmt: skip
-
-
 def test_cors_headers_join_the_agents_own(builders: TargetServer, target: str) -> None:
     """``route_agent_request(cors=True)`` rebuilds the response with its headers: on Cloudflare
     ``response.headers`` is an ``HTTPMessage`` that ``Response(headers=…)`` refuses."""
@@ -276,3 +263,21 @@ def test_a_think_child_chats_over_rpc_and_its_session_compacts_between_turns(
     assert summary["messages"][1]["content"].splitlines() == [
         "user: first", "assistant: one", "user: second", "assistant: two",
     ]  # fmt: skip
+
+
+# Last in the module on purpose: on workerd-Python the teardown's `ctx.abort("destroyed")` has
+# been seen (3 in ~30 runs, under load) to leave the isolate's Pyodide memory corrupt, so that a
+# *later* new agent object dies with "RuntimeError: memory access out of bounds" (see
+# docs/cloudflare.md). Run first, it failed whichever unrelated test came next; run last, a
+# crash fails this test, the one that exercises the abort.
+def test_props_reach_on_start_and_a_scheduled_destroy_tears_down(
+    builders: TargetServer, target: str
+) -> None:
+    url = f"{running(builders).url}/agents/notes/props-{target}"
+    answer = httpx.post(f"{url}/add?props=1", content=b"note", timeout=30)
+    assert answer.json() == ['props:{"via": "routing"}', "note"]
+    assert httpx.post(f"{url}/condemn", timeout=30).status_code == 200
+    eventually_sync(
+        lambda: httpx.get(f"{url}/list", timeout=30).json() == [],
+        within=20, what="the teardown by the alarm", ignoring=(httpx.HTTPError, ValueError),
+    )  # fmt: skip
