@@ -458,7 +458,7 @@ def without_continuation_handshake(frames: list[list[Any]]) -> list[list[Any]]:
 
 def approval_differences(side: str, result: Run, view: dict[str, Any]) -> dict[str, Any]:
     """Assert the named differences of the approval scenarios on ``side``'s run, and return
-    its view with them normalised (see the README's list)."""
+    its view with them normalised (docs/chat.md, "Approvals, frame for frame")."""
     approved = result.report["answer"]["hook"]["part"]["approval"]["approved"]
     chunks = _chunks(result.report)
     frames = view["clients"]["A"]["frames"]
