@@ -296,3 +296,54 @@ async def test_a_clear_drops_the_scheduled_continuation(doemu_harness: HarnessFa
 
 async def _empty(stub: Any) -> bool:
     return await stored(stub) == []
+
+
+def probe(probe_id: str) -> dict[str, Any]:
+    return {"type": "cf_agent_stream_resume_request", "probeId": probe_id}
+
+
+def answers_to(client: Client, probe_id: str) -> list[dict[str, Any]]:
+    return [f for f in client.frames if f.get("probeId") == probe_id]
+
+
+async def test_the_tab_that_asked_sees_the_continuation_live_and_is_told_idle(
+    doemu_harness: HarnessFactory,
+) -> None:
+    """Cloudflare's hook probes (``cf_agent_stream_resume_request``) right after it sends an
+    answer with ``autoContinue``. That tab was never left out of the live frames, so its probe
+    is told ``idle`` — before the continuation starts and while it streams — and it gets every
+    chunk live; parked and replayed (the package's way) the published hook could not apply an
+    approved call's output. Another tab's probe is answered as always: ``resuming``."""
+    h = await doemu_harness({"CHAT": Tools})
+    stub, a = await start(h, "approve", [[Text("It is "), Delay(1), Text("sunny.")]])
+    await eventually(lambda: a.done("r1"), what="the approval request")
+    a.send({"type": "cf_agent_tool_approval", "toolCallId": "call_a", "approved": True,
+            "autoContinue": True})  # fmt: skip
+    a.send(probe("early"))
+    await eventually(lambda: answers_to(a, "early"), what="the early probe's answer")
+    await h.advance(50)
+    await eventually(lambda: _streamed(a, "It is "), what="the continuation's first words")
+    a.send(probe("late"))
+    b = await connect(stub, "b")
+    b.send(probe("other"))
+    await eventually(lambda: answers_to(a, "late") and answers_to(b, "other"), what="answers")
+    idle = {"type": "cf_agent_stream_resume_none", "reason": "idle"}
+    assert answers_to(a, "early") == [{**idle, "probeId": "early"}]
+    assert answers_to(a, "late") == [{**idle, "probeId": "late"}]
+    (resuming,) = answers_to(b, "other")
+    assert resuming["type"] == "cf_agent_stream_resuming"
+    step(1)
+    await eventually(lambda: continuation_ends(a), what="the continuation's end")
+    live = [f for f in a.of("cf_agent_use_chat_response") if f.get("continuation")]
+    assert not any(f.get("replay") for f in live)  # all of it live, none replayed
+    assert "".join(c.get("delta", "") for c in _bodies(live)) == "It is sunny."
+    assert continuations() == [["approval-responded"]]
+
+
+def _bodies(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [json.loads(f["body"]) for f in frames if f.get("body")]
+
+
+def _streamed(client: Client, text: str) -> bool:
+    frames = [f for f in client.of("cf_agent_use_chat_response") if f.get("continuation")]
+    return any(c.get("delta") == text for c in _bodies(frames))

@@ -122,7 +122,10 @@ class AIChatAgent(Agent):
         self._chat_merge_start: dict[int, int] = {}
         self._chat_aborts: dict[str, asyncio.Event] = {}
         self._chat_resume = ResumeHandshake(
-            self._chat_streams, self._chat_queue, self._chat_terminal_record
+            self._chat_streams,
+            self._chat_queue,
+            self._chat_terminal_record,
+            lambda connection_id: self._chat_auto.asked_by(connection_id),
         )
         self._chat_runner = TurnRunner(self)
         self._chat_auto = AutoContinuation(self)  # tool answers' autoContinue, coalesced

@@ -523,7 +523,6 @@ async def model_reply(
             },
         )
         reply.save()
-        yield {"type": "finish-step"}
         first, resume = False, None
         for event, position in zip(calls, positions, strict=True):
             tool = reply.tools.get(event.name)
@@ -534,6 +533,9 @@ async def model_reply(
                                              stored=False)  # fmt: skip
                 if settled is not None:
                     yield settled
+        # As streamText: a step's approval requests and tool outputs belong to it (its finish
+        # waits for the tools), so finish-step follows them.
+        yield {"type": "finish-step"}
         final = reason != "tool-calls" or not calls
         if final and schema is not None:
             verdict, chunks = _judge(reply, schema, step_text, cp.step, max_steps, stored)

@@ -11,8 +11,13 @@
 //   <until> done       a done frame that is not `outcome: "recovering"`
 //           recovered  recovering:false and such a done frame
 //           terminal   recovering:false and the terminal error frame (done, error)
+//           approve    a done frame; then answer the tool part in `approval-requested` with the
+//           deny       hook's addToolApprovalResponse (approved or not) and wait for the
+//                      continuation's done frame and for the hook to render the settled part or
+//                      fail (reported as `answer`)
 // then until the hook is no longer submitted/streaming, and GET /get-messages. Prints ONE JSON
-// line on stdout: {clients: {A: {frames, statuses, messages}, B?: …}, getMessages, elapsedMs};
+// line on stdout: {clients: {A: {frames, statuses, messages}, B?: …}, getMessages, answer,
+// elapsedMs} (`answer`: null, or what an approval scenario answered and how the hook ended);
 // logs go to stderr. Exit 1 after the 60 s watchdog (stderr says what it waited for), 2 on bad
 // usage. No fixed sleeps: every wait polls observed state every 10 ms.
 
@@ -24,7 +29,7 @@ import { useAgent } from "agents/react";
 import { useAgentChat } from "@cloudflare/ai-chat/react";
 
 const RESPONSE = "cf_agent_use_chat_response";
-const UNTIL = ["done", "recovered", "terminal"];
+const UNTIL = ["done", "recovered", "terminal", "approve", "deny"];
 const started = Date.now();
 const [host, agentClass, name, scenario, text, until] = process.argv.slice(2);
 if (!host || !agentClass || !name || !["turn", "resume"].includes(scenario) || !text) {
@@ -49,7 +54,9 @@ for (const level of ["log", "info", "debug", "warn", "error"]) {
 let waitingFor = "start";
 const clients = {};
 const watchdog = setTimeout(() => {
-  const seen = Object.values(clients).map((c) => `${c.label}: ${JSON.stringify(c.inbound().slice(-8))}`);
+  const seen = Object.values(clients).map(
+    (c) => `${c.label}: status ${c.api?.status} (${c.api?.error?.stack ?? c.api?.error}), messages ${JSON.stringify(c.api?.messages)}, last frames ${JSON.stringify(c.inbound().slice(-8))}`,
+  );
   process.stderr.write(`timed out after 60 s waiting for: ${waitingFor}\n${seen.join("\n")}\n`);
   process.exit(1);
 }, 60_000);
@@ -120,7 +127,7 @@ function ended(c) {
   const recovered = frames.some((f) => is("cf_agent_chat_recovering")(f) && f.recovering === false);
   const done = frames.some((f) => f.type === RESPONSE && f.done && !f.error && f.outcome !== "recovering");
   const terminal = frames.some((f) => f.type === RESPONSE && f.done && f.error);
-  if (until === "done") return done;
+  if (until === "done" || until === "approve" || until === "deny") return done;
   if (until === "recovered") return recovered && done;
   return recovered && terminal;
 }
@@ -131,6 +138,34 @@ async function getMessages(c) {
   url.pathname += "/get-messages";
   const response = await fetch(url);
   return { status: response.status, body: parse(await response.text()) };
+}
+
+/**
+ * The approval scenarios: answer the tool part the hook renders in `approval-requested` with the
+ * hook's own `addToolApprovalResponse({id: part.approval.id, approved})` — the id the server sent
+ * in `tool-approval-request` — and wait for the continuation's done frame, then until the hook has
+ * either rendered the settled part (ready) or given up (`error`: how the published hook meets the
+ * package's replayed continuation; the test names it). What was answered and how the hook ended is
+ * reported beside the frames.
+ */
+async function answerApproval(c, approved) {
+  const tools = () => c.api.messages.flatMap((m) => m.parts.filter((p) => p.toolCallId));
+  await wait("a tool part waiting for approval", () => tools().some((p) => p.state === "approval-requested"));
+  const part = tools().find((p) => p.state === "approval-requested");
+  const from = c.frames.length;
+  await c.api.addToolApprovalResponse({ id: part.approval.id, approved });
+  const after = () => c.frames.slice(from).filter((f) => f.dir === "in").map((f) => f.frame);
+  await wait("the continuation's done frame", () => after().some((f) => f.type === RESPONSE && f.done));
+  const settled = ["output-available", "output-denied", "output-error"];
+  const now = () => tools().find((p) => p.toolCallId === part.toolCallId);
+  await wait("the hook renders the settled part, or fails", () => {
+    return (settled.includes(now()?.state) && c.api.status === "ready") || c.api.status === "error";
+  });
+  return {
+    approvalId: part.approval.id,
+    toolCallId: part.toolCallId,
+    hook: { status: c.api.status, error: c.api.error?.message ?? null, part: now() },
+  };
 }
 
 const a = mount("A");
@@ -148,11 +183,14 @@ if (scenario === "resume") {
 }
 await wait(`${last.label} sees the end (${until})`, () => ended(last));
 await wait(`${last.label}'s hook settles`, () => !["submitted", "streaming"].includes(last.api?.status));
+let answer = null;
+if (until === "approve" || until === "deny") answer = await answerApproval(last, until === "approve");
 const stored = await getMessages(last);
 const report = (c) => ({ frames: c.frames, statuses: c.statuses, messages: c.api?.messages ?? [] });
 const result = {
   clients: Object.fromEntries(Object.values(clients).map((c) => [c.label, report(c)])),
   getMessages: stored,
+  answer,
   elapsedMs: Date.now() - started,
 };
 for (const c of Object.values(clients)) if (c !== a || scenario !== "resume") c.renderer.unmount();

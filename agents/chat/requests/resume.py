@@ -10,7 +10,10 @@ process (an *orphan*: the caller then keeps its partial reply).
 A client's probe (``cf_agent_stream_resume_request {probeId}``) is answered with the same
 ``resuming`` (with the probe's id), with ``cf_agent_stream_pending`` while a turn is accepted but
 not streaming yet (the connection is told ``resuming`` as soon as it starts), or with
-``cf_agent_stream_resume_none {reason: "idle"}``. A turn interrupted by a crash and finalised by
+``cf_agent_stream_resume_none {reason: "idle"}``. The connection whose tool answer asked for an
+auto-continuation is told ``idle`` while that continuation is scheduled or runs: it was never
+left out of the live frames, so it has nothing to resume (the package parks it and replays the
+continuation to it instead — see ``docs/chat.md``). A turn interrupted by a crash and finalised by
 recovery stays resumable until the next turn starts: its stored chunks are replayed, then
 ``done: true``. A turn that ended in a terminal error — a recovery that gave up — leaves a
 durable *terminal record* (``cf:chat:last-terminal``): a probe is told ``resuming`` with its id,
@@ -36,18 +39,21 @@ class ResumeHandshake:
     """The in-memory side of resuming: the pending and parked connections (lost on eviction,
     as in the SDK; a reconnecting client simply probes again)."""
 
-    __slots__ = ("_parked", "_queue", "_streams", "_terminal", "interrupted", "pending")
+    __slots__ = ("_asked", "_parked", "_queue", "_streams", "_terminal", "interrupted", "pending")
 
     def __init__(
         self,
         streams: ResumableStreams,
         queue: TurnQueue,
         terminal: Callable[[], Mapping[str, Any] | None] = lambda: None,
+        asked_continuation: Callable[[str], bool] = lambda _connection_id: False,
     ) -> None:
         self._streams = streams
         self._queue = queue
         #: Reads the durable terminal record (``{requestId, body, messageIds?}``), if any.
         self._terminal = terminal
+        #: Whether a connection asked (``autoContinue``) for the continuation under way.
+        self._asked = asked_continuation
         #: Connections told ``resuming`` that have not acknowledged: no live chat frame for them.
         self.pending: set[str] = set()
         #: Connections told ``stream_pending``: they are told ``resuming`` when the stream starts.
@@ -64,6 +70,13 @@ class ResumeHandshake:
 
     def request(self, connection: Connection, probe_id: str | None) -> None:
         """Answer a probe (see the module docstring)."""
+        if connection.id not in self.pending and self._asked(connection.id):
+            # The tab that asked for the continuation (its tool answer's autoContinue) gets its
+            # every chunk live: nothing to resume. The published hook probes right after the
+            # answer; parked and replayed instead, as the package does, it cannot apply an
+            # approved call's output (e2e/test_chat_differential.py, docs/chat.md).
+            connection._send_quiet(frames.resume_none_frame("idle", probe_id))
+            return
         active = self._streams.active
         if active is not None:
             self.pending.add(connection.id)

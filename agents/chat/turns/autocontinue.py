@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ...core.portable import wait_until
@@ -94,6 +94,8 @@ class _Pending:
     queued: bool = False
     #: Its turn is running (the SDK's ``pastCoalesce``): later answers defer to a follow-up.
     started: bool = False
+    #: The connections whose answers asked for it (the SDK's awaiting connections).
+    askers: set[str] = field(default_factory=set)
 
 
 class AutoContinuation:
@@ -113,26 +115,51 @@ class AutoContinuation:
         self._running: asyncio.Future[None] | None = None
 
     # -- events -----------------------------------------------------------------------------------
-    def answered(self, message_id: str, *, auto_continue: bool, durable: bool = False) -> None:
+    def answered(
+        self,
+        message_id: str,
+        *,
+        auto_continue: bool,
+        durable: bool = False,
+        connection_id: str | None = None,
+    ) -> None:
         """A client's tool result or approval changed a call of assistant message
         ``message_id`` (``auto_continue``: the frame's ``autoContinue``; ``durable``: it
-        approved or denied a server tool, so the continuation survives an eviction)."""
+        approved or denied a server tool, so the continuation survives an eviction;
+        ``connection_id``: the sender, who then sees the continuation live — :meth:`asked_by`)."""
         if durable and auto_continue:
             self._agent.ctx.storage.kv.put(APPROVED_CONTINUATION_KEY, {"messageId": message_id})
         pending = self._pending
         if pending is not None and pending.started:
             if auto_continue:
-                self._deferred = _Pending(new_request_id(), message_id, self._generation)
+                earlier = self._deferred.askers if self._deferred is not None else set()
+                self._deferred = _Pending(new_request_id(), message_id, self._generation,
+                                          askers=earlier)  # fmt: skip
+                self._ask(self._deferred, connection_id)
             return
         if pending is None:
             if not auto_continue:
                 return  # never starts a continuation of its own
-            self._pending = _Pending(new_request_id(), message_id, self._generation)
-        elif pending.queued:
+            pending = self._pending = _Pending(new_request_id(), message_id, self._generation)
+        if auto_continue:
+            self._ask(pending, connection_id)
+        if pending.queued:
             return  # its turn has not read the transcript yet: it will see this answer
-        else:
-            pending.target = message_id
+        pending.target = message_id
         self._arm()
+
+    @staticmethod
+    def _ask(pending: _Pending, connection_id: str | None) -> None:
+        if connection_id is not None:
+            pending.askers.add(connection_id)
+
+    def asked_by(self, connection_id: str) -> bool:
+        """Whether ``connection_id`` asked for the continuation that is scheduled, queued or
+        running (or for its follow-up): that tab gets every chunk of it live, so its resume
+        probe is told ``idle`` (see :class:`~agents.chat.requests.resume.ResumeHandshake`)."""
+        return any(
+            p is not None and connection_id in p.askers for p in (self._pending, self._deferred)
+        )
 
     def restore(self) -> None:
         """On activation: a server tool's approval whose continuation never started (the

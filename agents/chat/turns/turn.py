@@ -484,6 +484,7 @@ class TurnRunner:
             message["id"],
             auto_continue=bool(data.get("autoContinue")),
             durable=frame.type == frames.TOOL_APPROVAL and _server_tool(part),
+            connection_id=connection.id,
         )
 
 

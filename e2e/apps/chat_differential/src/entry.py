@@ -7,12 +7,16 @@ OpenAI-compatible provider), written both ways the README documents:
   adapter (your own model call).
 
 The ``Watched…`` twins add what the JavaScript ``WatchedChat`` sets: a 1 s stall watchdog and at
-most 3 recovery attempts. The provider's address and key come from ``.dev.vars``
+most 3 recovery attempts. ``ApprovalChat`` (``model_reply`` only: its twin answers with
+``streamText``'s tools) has a ``refund`` tool that needs a person's approval and POSTs to the
+test's counter server at ``COUNTER_URL``. The provider's address and key come from ``.dev.vars``
 (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``), which the test writes. A continuation is asked with the
 AI SDK's prompt, ``[user, assistant partial]`` (the adapter's default).
 """
 
-from workers import Response, WorkerEntrypoint
+import json
+
+from workers import Response, WorkerEntrypoint, fetch
 
 from agents import route_agent_request
 from agents.chat import AIChatAgent, ChatRecoveryConfig, text_stream, ui_message_response
@@ -20,6 +24,7 @@ from agents.providers import (
     ModelCall,
     OpenAIChatCompletions,
     TextDelta,
+    Tool,
     items_from_messages,
     model_reply,
 )
@@ -58,6 +63,27 @@ class WatchedModelChat(_Watched, ModelChat):
 
 class WatchedStreamChat(_Watched, StreamChat):
     pass
+
+
+async def _refund(args, ctx):
+    response = await fetch(
+        f"{ctx.env.COUNTER_URL}/increment",
+        method="POST",
+        headers={"content-type": "application/json"},
+        body=json.dumps(args),
+    )
+    return {"count": (await response.json())["count"]}
+
+
+AMOUNT = {"type": "object", "properties": {"amount": {"type": "number"}}}
+REFUND = Tool("refund", "Refund the customer.", AMOUNT, execute=_refund, needs_approval=True)
+
+
+class ApprovalChat(AIChatAgent):
+    """The JavaScript ``ApprovalChat``: ``refund`` runs only once a person approved the call."""
+
+    async def on_chat_message(self, on_finish, options):
+        return model_reply(self, options, _provider(self.env), tools=[REFUND])
 
 
 class Default(WorkerEntrypoint):
