@@ -138,8 +138,9 @@ def test_a_run_streams_over_sse_and_is_accounted(
             "input": {"text": "count these four words"},
             **who,
         },
-        {"type": "step_completed", **who},
+        # the step's tool results before its end, as the AI SDK's streamText sends them
         {"type": "tool_result", **call, "result": {"words": 4}, **who},
+        {"type": "step_completed", **who},
         *({"type": "text_delta", "delta": word, **who} for word in [*after, "count."]),
         {"type": "step_completed", **who},
         {"type": "run_completed", "output": COUNT_ANSWER, "runId": "<run1>", "agentId": session.id},
