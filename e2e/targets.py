@@ -50,6 +50,7 @@ __all__ = [
     "AGENTS_VENDOR",
     "REQUIRE_WORKERD",
     "ROOT",
+    "STARTS",
     "TARGETS",
     "TargetServer",
     "close_and_await",
@@ -73,6 +74,8 @@ T = TypeVar("T")
 
 #: Seconds spent starting each target, for the run's summary line (see conftest.py).
 timings: dict[str, list[float]] = {target: [] for target in TARGETS}
+#: The name of a test report's user property listing the workerd starts (seconds) made in it.
+STARTS = "workerd_starts"
 
 
 class TargetServer(Protocol):

@@ -26,6 +26,7 @@ import httpx
 import pytest
 import websockets
 
+from tests.locks import exclusive
 from tests.polling import eventually, eventually_sync
 
 from .harness import DevServer
@@ -46,15 +47,17 @@ def chat_client() -> Path:
     """The Node project with its locked dependencies (``npm ci`` when they are missing)."""
     npm, _node = require_node("the chat client interop test")
     wanted = json.loads((CLIENT / "package.json").read_text())["dependencies"]
-    if _installed("@cloudflare/ai-chat") != wanted["@cloudflare/ai-chat"]:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=CLIENT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
+    # One worker at a time: test_chat_approval_node.py uses this project too.
+    with exclusive(CLIENT / "package.json"):
+        if _installed("@cloudflare/ai-chat") != wanted["@cloudflare/ai-chat"]:
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=CLIENT,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
     assert _installed("@cloudflare/ai-chat") == wanted["@cloudflare/ai-chat"]
     return CLIENT
 
