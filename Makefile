@@ -48,14 +48,21 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# The suite runs on WORKERS pytest-xdist worker processes (2: the machine the suite is sized for
+# has 2 cores; most of a serial run's time is spent waiting on servers, not computing). Whole
+# modules go to one worker (--dist loadfile), so module-scoped servers start once per module;
+# what two modules share on disk is locked (tests/locks.py). WORKERS=0 runs it in one process.
+WORKERS ?= 2
+PYTEST := $(BIN)/pytest -q $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS) --dist loadfile)
+
 unit: $(STAMP)
-	$(BIN)/pytest -q tests
+	$(PYTEST) tests
 
 e2e: $(STAMP)
-	$(BIN)/pytest -q e2e
+	$(PYTEST) e2e
 
 test: $(STAMP) lint typecheck docs
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 bench: $(STAMP)
 	bash bench/run.sh

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.locks import exclusive
+
 __all__ = ["installed_version", "locked_project", "require_node"]
 
 
@@ -48,9 +50,11 @@ def locked_project(project: Path, packages: tuple[str, ...], what: str) -> Path:
     def stale() -> list[str]:
         return [p for p in packages if installed_version(project, p) != wanted[p]]
 
-    if stale():
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=project,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
+    # One worker at a time (make test runs xdist workers): two modules may share a project.
+    with exclusive(project / "package.json"):
+        if stale():
+            done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=project,
+                                  capture_output=True, text=True, timeout=600)  # fmt: skip
+            assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
     assert stale() == [], f"not at the locked versions after npm ci: {stale()}"
     return project

@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sqlite3
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import closing
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing, suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import pytest
+from websockets.sync.client import ClientConnection
 
 from doemu.config import WorkerConfig
 from doemu.ids import IdFactory
@@ -41,13 +44,16 @@ from doemu.testing.workerd import (
     WorkerdServer,
     prepare_pyworkerd,
 )
+from tests.polling import eventually_sync
 
 __all__ = [
     "AGENTS_VENDOR",
     "REQUIRE_WORKERD",
     "ROOT",
+    "STARTS",
     "TARGETS",
     "TargetServer",
+    "close_and_await",
     "copy_project",
     "pyworkerd_or_skip",
     "start_server",
@@ -64,8 +70,12 @@ REQUIRE_WORKERD = "DOEMU_E2E_REQUIRE_WORKERD"
 #: output, fastjsonschema).
 AGENTS_VENDOR = ("agents", "croniter", "python-dateutil", "fastjsonschema")
 
+T = TypeVar("T")
+
 #: Seconds spent starting each target, for the run's summary line (see conftest.py).
 timings: dict[str, list[float]] = {target: [] for target in TARGETS}
+#: The name of a test report's user property listing the workerd starts (seconds) made in it.
+STARTS = "workerd_starts"
 
 
 class TargetServer(Protocol):
@@ -175,3 +185,24 @@ def stored_alarm(server: TargetServer, binding: str, name: str) -> int | None:
     if row is None or row[0] is None:
         return None
     return int(row[0]) // 1_000_000 if isinstance(server, WorkerdServer) else int(row[0])
+
+
+def close_and_await(ws: ClientConnection, handled: Callable[[], T], *, what: str) -> T:
+    """The client closes ``ws`` (a Close frame, 1000); once ``handled()`` shows that the server
+    got it (its ``webSocketClose`` ran, its log says so), the client drops the connection.
+    Returns what ``handled()`` returned.
+
+    Why not ``ws.close()`` alone: workerd does not answer a client's Close frame on a
+    hibernatable WebSocket whose handler does not close it in turn; it ends the TCP connection
+    10 s later, and ``close()`` waits that long for the handshake. What the test observes of the
+    close happens at once on both targets, so the test waits for that instead (doemu answers the
+    Close frame at once: there the handshake is over before ``handled`` is first polled)."""
+    closer = threading.Thread(target=ws.close, name="ws-close", daemon=True)
+    closer.start()
+    try:
+        return eventually_sync(handled, within=15, what=what)
+    finally:
+        if closer.is_alive():
+            with suppress(OSError):  # the handshake ended meanwhile: the socket is closed
+                ws.socket.shutdown(socket.SHUT_RDWR)
+        closer.join(timeout=15)

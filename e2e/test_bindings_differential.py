@@ -33,6 +33,8 @@ from typing import Any
 import httpx
 import pytest
 
+from .twins import install_miniflare
+
 HERE = Path(__file__).resolve().parent
 MINIFLARE = HERE / "miniflare"
 SCENARIOS = MINIFLARE / "scenarios"
@@ -89,14 +91,7 @@ def miniflare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             "no pyworkerd home (workerd + offline Pyodide bundle + Python Workers SDK): run "
             "../shared/pyworkerd/setup.sh and set DOEMU_PYWORKERD_HOME"
         )
-    wanted = json.loads((MINIFLARE / "package.json").read_text())["dependencies"]["miniflare"]
-    installed = MINIFLARE / "node_modules" / "miniflare" / "package.json"
-    if not installed.exists() or json.loads(installed.read_text())["version"] != wanted:
-        done = subprocess.run(
-            [npm, "install", "--no-save", "--no-audit", "--no-fund"],
-            cwd=MINIFLARE, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert done.returncode == 0, f"npm install failed:\n{done.stdout}\n{done.stderr}"
+    install_miniflare(npm)
     wrapper = tmp_path_factory.mktemp("workerd") / "workerd"
     wrapper.write_text(
         "#!/bin/sh\n"

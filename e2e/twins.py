@@ -29,11 +29,12 @@ from typing import Any, TypeVar
 import httpx
 
 from doemu.testing.devserver import DevServer
+from tests.locks import exclusive
 from tests.polling import eventually_sync
 
 from .node import require_node
 
-__all__ = ["Twin", "doemu_twin", "miniflare_options", "miniflare_twin"]
+__all__ = ["Twin", "doemu_twin", "install_miniflare", "miniflare_options", "miniflare_twin"]
 
 T = TypeVar("T")
 
@@ -111,16 +112,18 @@ def miniflare_options(wrangler: Path) -> dict[str, Any]:
     return options
 
 
-def _install_miniflare(npm: str) -> None:
-    """``npm install`` the pinned Miniflare into ``e2e/miniflare`` when it is not there yet."""
+def install_miniflare(npm: str) -> None:
+    """``npm install`` the pinned Miniflare into ``e2e/miniflare`` when it is not there yet (one
+    test process at a time: its three test modules may run on different pytest-xdist workers)."""
     wanted = json.loads((MINIFLARE / "package.json").read_text())["dependencies"]["miniflare"]
     installed = MINIFLARE / "node_modules" / "miniflare" / "package.json"
-    if installed.exists() and json.loads(installed.read_text())["version"] == wanted:
-        return
-    done = subprocess.run(
-        [npm, "install", "--no-save", "--no-audit", "--no-fund"],
-        cwd=MINIFLARE, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    with exclusive(MINIFLARE / "package.json"):
+        if installed.exists() and json.loads(installed.read_text())["version"] == wanted:
+            return
+        done = subprocess.run(
+            [npm, "install", "--no-save", "--no-audit", "--no-fund"],
+            cwd=MINIFLARE, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
     assert done.returncode == 0, f"npm install failed:\n{done.stdout}\n{done.stderr}"
 
 
@@ -129,7 +132,7 @@ def miniflare_twin(script: Path, wrangler: Path, workdir: Path) -> Iterator[Twin
     """``script`` served by Miniflare with ``wrangler``'s queues and workflows; skips (or fails,
     with ``DOEMU_E2E_REQUIRE_NODE=1``) without Node."""
     npm, node = require_node("the Miniflare differential of Queues and Workflows")
-    _install_miniflare(npm)
+    install_miniflare(npm)
     options = workdir / "miniflare-options.json"
     options.write_text(json.dumps(miniflare_options(wrangler)))
     proc = subprocess.Popen(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from doemu.compat import install_modules
 from doemu.jsboundary import set_strict
 from doemu.storage import ObjectStorage, StorageLimits
 
+from .locks import exclusive
 from .storage_helpers import NOW
 from .wheels import build_doemu_wheel
 
@@ -40,8 +42,15 @@ def lenient() -> None:
 
 @pytest.fixture(scope="session")
 def doemu_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """doemu's wheel, built from this repository once per session (see tests/wheels.py)."""
-    return build_doemu_wheel(tmp_path_factory.mktemp("dist"))
+    """doemu's wheel, built from this repository once per run (see tests/wheels.py). Under
+    pytest-xdist the workers share it: the first builds it into the run's temporary directory
+    (``pip wheel`` builds inside the tree, so never two at once), the others find it there."""
+    base = tmp_path_factory.getbasetemp()
+    dist = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "doemu-dist"
+    dist.mkdir(exist_ok=True)
+    with exclusive(dist / ".lock"):
+        built = sorted(dist.glob("doemu-*.whl"))
+        return built[0] if built else build_doemu_wheel(dist)
 
 
 @pytest.fixture

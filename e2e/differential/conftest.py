@@ -10,7 +10,8 @@
 * :func:`running` — for tests that kill and restart the shared server: revives one a failed
   test left dead, so one failure does not cascade.
 
-The run ends with a line saying how long the workerd side took, or why it was skipped.
+The run ends with a line saying how long the workerd side took, or why it was skipped (printed
+by e2e/conftest.py, from the reports: each carries the workerd starts made in it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from ..targets import (
+    STARTS,
     TARGETS,
     TargetServer,
     copy_project,
@@ -30,9 +32,8 @@ from ..targets import (
     timings,
 )
 
-#: Seconds spent in each target's tests (setup, call and teardown).
-_spent: dict[str, float] = dict.fromkeys(TARGETS, 0.0)
-_skipped: dict[str, str] = {}
+#: How many of ``timings["workerd"]`` a report carried already.
+_reported = [0]
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -73,34 +74,14 @@ def running(server: TargetServer) -> TargetServer:
     return server
 
 
-def _target_of(nodeid: str) -> str | None:
-    if "differential/" not in nodeid:
-        return None
-    for name in TARGETS:
-        if f"[{name}" in nodeid or f"-{name}]" in nodeid or f"-{name}-" in nodeid:
-            return name
-    return None
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    name = _target_of(report.nodeid)
-    if name is None:
-        return
-    _spent[name] += report.duration
-    if report.skipped and name == "workerd" and isinstance(report.longrepr, tuple):
-        _skipped.setdefault(name, str(report.longrepr[2]))
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not any(_spent.values()) and not _skipped:
-        return
-    if "workerd" in _skipped:
-        reason = _skipped["workerd"].removeprefix("Skipped: ")
-        terminalreporter.write_line(f"differential suite: workerd SKIPPED: {reason}")
-        terminalreporter.write_line(f"differential suite: doemu {_spent['doemu']:.1f} s")
-        return
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Each report carries the workerd starts made in its phase (``STARTS``), for the run's
+    summary line in e2e/conftest.py: under pytest-xdist the servers start in the workers, and
+    only the reports reach the process that prints it."""
+    report = yield
     starts = timings["workerd"]
-    parts = [f"{name} {_spent[name]:.1f} s" for name in TARGETS]
-    if starts:
-        parts.append(f"{len(starts)} workerd start(s), {sum(starts):.1f} s of them")
-    terminalreporter.write_line("differential suite: " + ", ".join(parts))
+    if len(starts) > _reported[0]:
+        report.user_properties.append((STARTS, starts[_reported[0] :]))
+        _reported[0] = len(starts)
+    return report

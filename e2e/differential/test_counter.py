@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 
 from tests.polling import eventually_sync
 
-from ..targets import ROOT, TargetServer, stored_alarm
+from ..targets import ROOT, TargetServer, close_and_await, stored_alarm
 from .conftest import running
 
 EXAMPLE = ROOT / "examples" / "counter"
@@ -114,14 +114,14 @@ def test_websocket_echo_counts_in_its_attachment(counter: TargetServer, target: 
         assert ws.recv(timeout=10) == "hi #1 (counter 1)"
         ws.send("again")
         assert ws.recv(timeout=10) == "again #2 (counter 2)"
+        close_and_await(
+            ws,
+            lambda: (
+                counter.sql("COUNTER", name, "SELECT at FROM boots WHERE at < 0") == [{"at": -1000}]
+            ),
+            what="webSocketClose to record code 1000",
+        )
     assert call(counter, "GET", f"/COUNTER/{name}/value").json()["value"] == 2
-    eventually_sync(
-        lambda: (
-            counter.sql("COUNTER", name, "SELECT at FROM boots WHERE at < 0") == [{"at": -1000}]
-        ),
-        within=10,
-        what="webSocketClose to record code 1000",
-    )
 
 
 def test_state_survives_sigkill(counter: TargetServer, target: str) -> None:

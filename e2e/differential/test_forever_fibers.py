@@ -117,16 +117,23 @@ def test_jobs_resume_after_sigkill_without_any_request(fibers: TargetServer, tar
     }
     (hook,) = recovered[plain]
     assert (hook["name"], hook["managed"]) == ("research", 0)
-    assert json.loads(hook["snapshot"])["completed"] == committed[plain]
+    snapshot = json.loads(hook["snapshot"])
+    assert (snapshot["topic"], snapshot["completed"]) == ("tides", committed[plain])
     (hook,) = recovered[managed]
     assert (hook["fiber_id"], hook["name"], hook["managed"]) == (
         record["fiber_id"],
         "managed-research",
         1,
     )
-    assert json.loads(hook["snapshot"])["completed"] == committed[managed]
+    snapshot = json.loads(hook["snapshot"])
+    assert (snapshot["topic"], snapshot["completed"]) == ("glaciers", committed[managed])
 
     ledger = "SELECT status FROM cf_agents_fibers WHERE fiber_id = ?"
+    # Recovery marked the record interrupted; it stays so while the resumed work runs.
+    assert server.sql("RESEARCHER", managed, ledger, record["fiber_id"]) in (
+        [{"status": "interrupted"}],
+        [{"status": "completed"}],
+    )
     for name in (plain, managed):
         eventually_sync(
             lambda n=name: steps(server, n) == STEPS,
