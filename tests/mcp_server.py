@@ -23,6 +23,7 @@ import socket
 import threading
 from typing import Any
 
+import httpx
 import uvicorn
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
@@ -33,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .mcp_oauth_provider import AutoConsentProvider
 from .polling import eventually_sync
 
-__all__ = ["McpTestServer"]
+__all__ = ["McpTestServer", "consent"]
 
 
 def _free_port() -> int:
@@ -142,3 +143,10 @@ class McpTestServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def consent(auth_url: str) -> str:
+    """The browser at the authorization server: where it is sent back (the callback URL)."""
+    answer = httpx.get(auth_url, timeout=10)
+    assert answer.status_code == 302, answer.text
+    return str(answer.headers["location"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from workers import WorkerEntrypoint
 
@@ -19,7 +18,7 @@ from agents import Agent, route_agent_request
 from agents.errors import McpError
 from doemu.testing.plugin import HarnessFactory
 
-from .mcp_server import McpTestServer
+from .mcp_server import McpTestServer, consent
 
 HOST = "http://testserver"  # the harness client's origin: where the browser comes back
 
@@ -60,13 +59,6 @@ async def routed(factory: HarnessFactory) -> Any:
 def secured() -> Iterator[McpTestServer]:
     with McpTestServer(oauth=True) as server:
         yield server
-
-
-def consent(auth_url: str) -> str:
-    """The browser at the authorization server: where it is sent back (the callback URL)."""
-    answer = httpx.get(auth_url, timeout=10)
-    assert answer.status_code == 302, answer.text
-    return answer.headers["location"]
 
 
 async def test_the_callback_authorizes_tokens_survive_eviction_and_are_refreshed(

@@ -19,7 +19,7 @@ from workers import Response, WorkerEntrypoint
 from agents import Agent, route_agent_request
 from doemu.testing.plugin import HarnessFactory
 
-from .mcp_server import McpTestServer
+from .mcp_server import McpTestServer, consent
 
 HOST = "http://testserver"  # the harness client's origin: where the browser comes back
 
@@ -74,13 +74,6 @@ async def routed(factory: HarnessFactory) -> Any:
 def secured() -> Iterator[McpTestServer]:
     with McpTestServer(oauth=True) as server:
         yield server
-
-
-def consent(auth_url: str) -> str:
-    """The browser at the authorization server: where it is sent back (the callback URL)."""
-    answer = httpx.get(auth_url, timeout=10)
-    assert answer.status_code == 302, answer.text
-    return str(answer.headers["location"])
 
 
 async def add_from_a_request(h: Any, name: str, url: str) -> dict[str, Any]:
